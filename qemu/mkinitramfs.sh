@@ -1,0 +1,52 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the guest initramfs for one flavour:
+#   qemu/mkinitramfs.sh CACHE FLAVOUR
+# It holds static busybox, qemu/init, the out-of-tree modules as
+# /lib/modules/nto/*.ko, the in-tree netconsole.ko (the reference peer) as
+# /lib/modules/ref/netconsole.ko and every tests/guest/* script under /tests.
+set -euo pipefail
+
+cache=$(cd "$1" && pwd -P)
+flavour=$2
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$cache/out/$flavour
+mod=$cache/mod/$flavour
+busybox=/bin/busybox
+# ldd fails on a static binary; the guest has no shared libraries.
+if [ ! -x "$busybox" ] || ldd "$busybox" >/dev/null 2>&1; then
+	echo "mkinitramfs: $busybox is not static busybox (busybox-static)" >&2
+	exit 1
+fi
+
+gen=$cache/gen_init_cpio
+if [ ! -x "$gen" ] || [ "$cache/linux/usr/gen_init_cpio.c" -nt "$gen" ]; then
+	gcc -O2 -o "$gen" "$cache/linux/usr/gen_init_cpio.c"
+fi
+
+spec=$(mktemp)
+trap 'rm -f "$spec"' EXIT
+{
+	for d in /bin /sbin /usr /usr/bin /usr/sbin /dev /proc /sys /tmp /run \
+		 /lib /lib/modules /lib/modules/nto /lib/modules/ref /tests; do
+		echo "dir $d 755 0 0"
+	done
+	echo "nod /dev/console 600 0 0 c 5 1"
+	echo "file /bin/busybox $busybox 755 0 0"
+	echo "slink /bin/sh busybox 777 0 0"
+	echo "file /init $top/qemu/init 755 0 0"
+	for ko in "$mod"/modules/*.ko "$mod"/tests/kmod/*.ko; do
+		[ -f "$ko" ] || continue
+		echo "file /lib/modules/nto/$(basename "$ko") $ko 644 0 0"
+	done
+	ref=$out/drivers/net/netconsole.ko
+	[ -f "$ref" ] && echo "file /lib/modules/ref/netconsole.ko $ref 644 0 0"
+	for f in "$top"/tests/guest/*; do
+		[ -f "$f" ] || continue
+		echo "file /tests/$(basename "$f") $f 755 0 0"
+	done
+} >"$spec"
+"$gen" -t 0 "$spec" >"$cache/initramfs-$flavour.cpio.tmp"
+mv "$cache/initramfs-$flavour.cpio.tmp" "$cache/initramfs-$flavour.cpio"
+echo "mkinitramfs: $cache/initramfs-$flavour.cpio ($(grep -c '^file' "$spec") files)"
