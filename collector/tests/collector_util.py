@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Helpers shared by the collector tests (not a test module)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+COLLECTOR = Path(__file__).resolve().parents[1]
+if str(COLLECTOR) not in sys.path:
+    sys.path.insert(0, str(COLLECTOR))
+
+from netoops_collector import gen, proto  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PYTHON = "/usr/bin/python3"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def packets(log: bytes | str, copies: int = 1, **header: Any) -> list[bytes]:
+    """The datagrams of one dump (``copies`` copies, kernel send order)."""
+    raw = log.encode() if isinstance(log, str) else log
+    header.setdefault("boot_id", 1)
+    header.setdefault("dump_id", 7)
+    return gen.dump_packets(raw, copies=copies, **header)
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(COLLECTOR)
+    env.update(extra)
+    return env
+
+
+def cli(*args: str | os.PathLike[str], env: dict[str, str] | None = None,
+        timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run ``/usr/bin/python3 -m netoops_collector ARGS``."""
+    return subprocess.run([PYTHON, "-m", "netoops_collector", *map(str, args)],
+                          capture_output=True, text=True, env=env or cli_env(),
+                          timeout=timeout)
+
+
+def cli_json(*args: str | os.PathLike[str]) -> Any:
+    res = cli(*args, "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def chunk_count(log: str | bytes) -> int:
+    raw = log.encode() if isinstance(log, str) else log
+    return len(proto.split_log(raw))
+
+
+class Serve:
+    """`netoops-collector serve` in a subprocess, with its stderr lines."""
+
+    def __init__(self, db: os.PathLike[str] | str, *args: str,
+                 listen: list[str] | None = ("127.0.0.1:0",),  # type: ignore[assignment]
+                 timeout: float = 10) -> None:
+        import queue
+        import threading
+        cmd = [PYTHON, "-m", "netoops_collector", "--db", str(db), "serve", *args]
+        for spec in listen or []:
+            cmd += ["--listen", spec]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cli_env())
+        self.lines: list[str] = []
+        self._q: "queue.Queue[str | None]" = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+        line = self.wait_for("listening on ", timeout)
+        self.addr = line.split("listening on ", 1)[1].split()[0]
+        self.port = int(self.addr.rsplit(":", 1)[1])
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._q.put(line.rstrip("\n"))
+        self._q.put(None)
+
+    def wait_for(self, text: str, timeout: float = 10) -> str:
+        """The first line (new or already seen) containing ``text``."""
+        import queue
+        import time
+        for line in self.lines:
+            if text in line:
+                return line
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                item = self._q.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {text!r} within {timeout}s; got {self.lines}")
+            if item is None:
+                raise AssertionError(f"serve exited before {text!r}; got {self.lines}")
+            self.lines.append(item)
+            if text in item:
+                return item
+
+    def stop(self, timeout: float = 10, sig: int = 15) -> int:
+        """Send ``sig`` (SIGTERM) and wait for the exit status."""
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout)
+        self._thread.join(timeout)
+        while not self._q.empty():
+            line = self._q.get()
+            if line is not None:
+                self.lines.append(line)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
