@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from collector_util import cli, cli_env
+from collector_util import PYTHON, cli, cli_env
 from netoops_collector import store
 from test_store import make_dump, save
 
@@ -143,10 +146,20 @@ def test_unreadable_or_foreign_database(tmp_path: Path):
     assert res.returncode == 3 and "not a database file" in res.stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_permission_denied(db: Path, tmp_path: Path):
-    locked = tmp_path / "locked.sqlite3"
-    locked.write_bytes(db.read_bytes())
-    locked.chmod(0)
-    res = cli("--db", locked, "list")
+def test_permission_denied(db: Path):
+    # Root reads any file, so as root the CLI runs as nobody (setpriv).
+    top = Path(tempfile.mkdtemp(prefix="netoops-perm-"))
+    try:
+        top.chmod(0o755)
+        locked = top / "locked.sqlite3"
+        locked.write_bytes(db.read_bytes())
+        locked.chmod(0)
+        argv = [PYTHON, "-m", "netoops_collector", "--db", str(locked), "list"]
+        if os.geteuid() == 0:
+            argv = ["setpriv", "--reuid=65534", "--regid=65534",
+                    "--clear-groups"] + argv
+        res = subprocess.run(argv, capture_output=True, text=True,
+                             env=cli_env(), timeout=30)
+    finally:
+        shutil.rmtree(top)
     assert res.returncode == 3 and "not readable" in res.stderr
