@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests" / "lib"))
+_TOP = Path(__file__).resolve().parent
+sys.path.insert(0, str(_TOP / "tests" / "lib"))
+sys.path.insert(0, str(_TOP / "collector"))
 
 _counts = {"passed": 0, "failed": 0, "skipped": 0}
 _seen: set[str] = set()

@@ -71,7 +71,9 @@ static void nto_crash_timer_fn(struct timer_list *t)
 
 static int __init nto_crash_init(void)
 {
-	pr_info("mode=%s\n", mode);
+	/* The tests compare this with the RIP that netoops sends. */
+	pr_info("mode=%s nto_crash_null_deref=%px\n", mode,
+		nto_crash_null_deref);
 	if (!strcmp(mode, "null")) {
 		nto_crash_null_deref();
 	} else if (!strcmp(mode, "timer")) {
