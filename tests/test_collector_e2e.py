@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: GPL-2.0
+"""netoops-collector receiving real dumps from guests that crash."""
+
+from __future__ import annotations
+
+import subprocess
+
+from collector_proc import Collector, query_json
+from harness import ALLOW_SYSRQ_PANIC, HOST_MAC, PYTHON, Guest, Netns, run_guest
+from test_harness import kernel_release
+
+
+def test_sysrq_crash_is_one_complete_panic_dump():
+    with Netns() as ns:
+        coll = Collector(ns, ns.tmp / "dumps.sqlite3")
+        res = run_guest("netoops_crash", ns, timeout=240,
+                        allow=ALLOW_SYSRQ_PANIC,
+                        args={"hostmac": HOST_MAC, "how": "sysrq",
+                              "bootid": "3735928559", "blob": "e2e-blob"})
+        rows = coll.wait_dumps(1, timeout=30)
+        assert coll.stop() == 0
+        res.assert_crashed()
+        rows = query_json(coll.db, "list")
+        assert len(rows) == 1, rows
+        row = rows[0]
+        assert row["complete"] is True
+        assert row["kind"] == "panic"
+        assert row["title"] == "Kernel panic - not syncing: sysrq triggered crash"
+        dump = query_json(coll.db, "show", str(row["id"]))
+        assert dump["kernel_version"] == kernel_release()
+        assert dump["boot_id"] == 3735928559
+        assert dump["user_blob"] == "e2e-blob"
+        assert dump["source"] == "192.0.2.2"
+        assert "sysrq triggered crash" in dump["log"]
+        assert dump["missing"] == []
+        stats = query_json(coll.db, "stats")
+        assert stats["stored"]["complete"] == 1
+        assert stats["stored"]["partial"] == 0
+        assert stats["counters"]["duplicates"] == 2 * row["packet_count"]
+
+
+def test_three_guests_crashing_at_once_give_three_dumps():
+    with Netns() as ns:
+        coll = Collector(ns, ns.tmp / "dumps.sqlite3")
+        guests = [Guest(ns, "netoops_crash", index=i, timeout=300,
+                        allow=ALLOW_SYSRQ_PANIC,
+                        args={"hostmac": HOST_MAC, "how": "sysrq",
+                              "bootid": str(100 + i), "blob": f"guest-{i}",
+                              "trigger": "tcp"}) for i in range(3)]
+        for g in guests:
+            g.start()
+        for g in guests:
+            assert g.wait_for_result("ready", timeout=240), f"{g.name} not ready"
+        # Connect to every guest's trigger port from one process, back to back.
+        ips = [g.ip for g in guests]
+        code = ("import socket,sys,time\n"
+                "for ip in sys.argv[1:]:\n"
+                "    for _ in range(100):\n"
+                "        try:\n"
+                "            socket.create_connection((ip, 7000), 2).close(); break\n"
+                "        except OSError: time.sleep(0.1)\n"
+                "    else: sys.exit('no trigger on ' + ip)\n")
+        subprocess.run(["ip", "netns", "exec", ns.name, PYTHON, "-c", code,
+                        *ips], check=True, timeout=60)
+        results = [g.wait() for g in guests]
+        rows = coll.wait_dumps(3, timeout=30)
+        assert coll.stop() == 0
+        dumps = [query_json(coll.db, "show", str(r["id"])) for r in rows]
+        groups = query_json(coll.db, "groups")
+    for res in results:
+        res.assert_crashed()
+    assert len(rows) == 3, rows
+    assert all(r["complete"] for r in rows)
+    assert sorted(r["source"] for r in rows) == sorted(ips)
+    assert sorted((d["boot_id"], d["user_blob"]) for d in dumps) == \
+        [(100 + i, f"guest-{i}") for i in range(3)]
+    # The same bug on three machines: one group.
+    assert len(groups) == 1 and groups[0]["dumps"] == 3
+    assert sorted(groups[0]["hosts"]) == sorted(ips)
