@@ -7,6 +7,7 @@ Each test prints one line ``PASS|FAIL|SKIP <name>``; the run ends with the line
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -15,6 +16,10 @@ import pytest
 _TOP = Path(__file__).resolve().parent
 sys.path.insert(0, str(_TOP / "tests" / "lib"))
 sys.path.insert(0, str(_TOP / "collector"))
+
+# A run ended with SIGTERM unwinds like an exception, so every test's
+# namespace, taps and guests are removed on the way out.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 _counts = {"passed": 0, "failed": 0, "skipped": 0}
 _seen: set[str] = set()
