@@ -48,9 +48,12 @@ def main() -> int:
         rows = coll.wait_dumps(len(before) + 1, timeout=30)
         coll.stop()
     new = [r for r in rows if r["id"] not in before]
-    if res.status != "crash" or not new:
-        print("== FAILED: no dump from the guest reached the collector")
+    if res.status != "crash" or res.splats or res.missing:
+        print("== FAILED: the guest did not crash cleanly as intended")
         print(res.excerpt())
+        return 1
+    if not new:
+        print("== FAILED: no dump from the guest reached the collector")
         return 1
     dump_id = str(new[-1]["id"])
     print(f"== the collector's report of dump {dump_id}:\n")
