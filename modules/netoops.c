@@ -5,9 +5,16 @@
  * dump is asked for (sysrq 'y').
  *
  * Targets are netpoll targets (configfs /sys/kernel/config/netoops/ or the
- * netoops= parameter).  The packet format is in netoops_wire.h.  Everything
- * the dump path needs is allocated at load time: it takes no sleeping lock,
- * allocates nothing and runs with interrupts off.
+ * netoops= parameter).  The packet format is in netoops_wire.h.
+ *
+ * The dump path allocates nothing of its own (its buffers are allocated at
+ * load time; netpoll takes one skb per packet, GFP_ATOMIC, falling back on
+ * its pool of 32), takes no sleeping lock, runs with interrupts off while it
+ * transmits and waits only for bounded times (the README lists each wait).
+ * A panic always gets its dump out: it has a message buffer of its own, so
+ * a live dump that another CPU was sending when the panic stopped it does
+ * not hold it up, and only a panic dump that faults into a second panic on
+ * its own CPU gives up.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -15,21 +22,30 @@
 #include <linux/atomic.h>
 #include <linux/bitops.h>
 #include <linux/delay.h>
+#include <linux/etherdevice.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/kmsg_dump.h>
 #include <linux/kobject.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <linux/netpoll.h>
 #include <linux/nmi.h>
+#include <linux/percpu.h>
 #include <linux/random.h>
 #include <linux/seqlock.h>
+#include <linux/skbuff.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
+#include <linux/udp.h>
 #include <linux/utsname.h>
 #include <linux/vmalloc.h>
-#include <asm/kexec.h>
+#include <net/checksum.h>
+#include <net/ip6_checksum.h>
 #include <asm/processor.h>
+#include <asm/unaligned.h>
 
 #include "netpoll_targets.h"
 #include "netoops_wire.h"
@@ -48,28 +64,95 @@ module_param(log_bytes, uint, 0400);
 MODULE_PARM_DESC(log_bytes,
 		 "largest dump, in bytes of log text (default twice the log buffer)");
 
+/* udelay() is not meant for long waits; a pause is at most a millisecond */
+#define NETOOPS_PACE_MAX_US	1000
+
 static unsigned int pace_us = 100;
-module_param(pace_us, uint, 0600);
+
+static int netoops_pace_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int us;
+
+	if (kstrtouint(val, 0, &us) || us > NETOOPS_PACE_MAX_US)
+		return -EINVAL;
+	WRITE_ONCE(pace_us, us);
+	return 0;
+}
+
+static const struct kernel_param_ops netoops_pace_ops = {
+	.set	= netoops_pace_set,
+	.get	= param_get_uint,
+};
+
+module_param_cb(pace_us, &netoops_pace_ops, &pace_us, 0600);
 MODULE_PARM_DESC(pace_us,
-		 "pause between packets, in microseconds, so that a slow NIC drains its ring (default 100)");
+		 "pause after each packet to each target, in microseconds (0-1000), so that a slow NIC drains its ring (default 100)");
+
+static unsigned int dump_limit = 8;
+module_param(dump_limit, uint, 0600);
+MODULE_PARM_DESC(dump_limit,
+		 "oops and soft dumps sent per boot; panic dumps are always sent (default 8)");
+
+/* A send to this target faulted: later dumps leave it alone. */
+#define NETOOPS_TARGET_FAULTED	BIT(0)
 
 static struct netpoll_targets netoops_targets;
 
-/* Everything below is only touched by the one dump that holds netoops_busy. */
-static unsigned long netoops_busy;
-static char *netoops_log;
-static struct netoops_msg netoops_msg;
+/*
+ * A live dump (oops or soft) holds netoops_live_busy and uses the live
+ * buffers; the panic dump holds netoops_panic_busy and uses buffers of its
+ * own, so that it never waits for, nor mixes with, a live dump that another
+ * CPU was sending when the panic began.  That live dump returns at its next
+ * packet (panic_on_other_cpu()), so the panic stops its CPU with an
+ * interrupt, not with an NMI in the middle of netpoll.
+ */
+struct netoops_buf {
+	struct netoops_msg	msg;
+	char			*log;
+};
+
+static unsigned long netoops_live_busy;
+static unsigned long netoops_panic_busy;
+static struct netoops_buf netoops_live;
+static struct netoops_buf netoops_panic;
 static atomic_t netoops_dump_id;
+/* The target this CPU is transmitting to, to find one whose send faulted */
+static DEFINE_PER_CPU(struct netpoll_target *, netoops_sending);
+
+/* Counters, in sysfs: see netoops_count_attrs */
+static atomic_t netoops_live_dumps;	/* live dumps started, for the limit */
+static atomic_t netoops_dumps_sent;
+static atomic_t netoops_dumps_skipped;
+static atomic_t netoops_dumps_busy;
+static atomic_t netoops_dumps_deferred;
 
 static u32 netoops_boot_id;
-static DEFINE_SEQLOCK(netoops_blob_lock);
-static char netoops_blob[NETOOPS_BLOB_BYTES];
-static size_t netoops_blob_len;
+
+/*
+ * The user blob is a latch: two copies and a sequence count whose low bit
+ * says which copy readers use.  A writer stopped half way (by a panic's
+ * NMI, say) leaves the copy that readers use whole, so the dump never
+ * waits for it.
+ */
+struct netoops_blob {
+	char	data[NETOOPS_BLOB_BYTES];
+	size_t	len;
+};
+
+#define NETOOPS_BLOB_TRIES	4
+
+static DEFINE_MUTEX(netoops_blob_mutex);	/* serialises writers */
+static seqcount_latch_t netoops_blob_seq = SEQCNT_LATCH_ZERO(netoops_blob_seq);
+static struct netoops_blob netoops_blobs[2];
 
 static struct kobject *netoops_kobj;
 
+/*
+ * The registers of the fault, or all zero when the dump has none (a plain
+ * panic, a soft dump): never the registers of netoops itself.
+ */
 static void netoops_fill_arch(struct netoops_arch_data *arch,
-			      struct pt_regs *regs)
+			      const struct pt_regs *regs)
 {
 	struct cpuinfo_x86 *c = &cpu_data(raw_smp_processor_id());
 
@@ -80,22 +163,179 @@ static void netoops_fill_arch(struct netoops_arch_data *arch,
 	if (regs)
 		memcpy(&arch->regs, regs, sizeof(arch->regs));
 	else
-		crash_setup_regs(&arch->regs, NULL);
+		memset(&arch->regs, 0, sizeof(arch->regs));
 }
 
+/* No wait: a few tries, then the copy the readers are pointed at. */
 static void netoops_fill_blob(struct netoops_msg_header *h)
 {
 	unsigned int seq, tries = 0;
 
-	/* A writer that was stopped mid-update must not hold up the dump. */
 	do {
-		seq = read_seqbegin(&netoops_blob_lock);
-		memcpy(h->user_blob, netoops_blob, sizeof(h->user_blob));
-	} while (read_seqretry(&netoops_blob_lock, seq) && ++tries < 3);
+		seq = raw_read_seqcount_latch(&netoops_blob_seq);
+		memcpy(h->user_blob, netoops_blobs[seq & 1].data,
+		       sizeof(h->user_blob));
+	} while (raw_read_seqcount_latch_retry(&netoops_blob_seq, seq) &&
+		 ++tries < NETOOPS_BLOB_TRIES);
 }
 
-/* Send the current netoops_msg to every enabled target that is up. */
-static void netoops_send_msg(void)
+static void netoops_pause(unsigned int us)
+{
+	udelay(min_t(unsigned int, us, NETOOPS_PACE_MAX_US));
+}
+
+/*
+ * The panic dump's packets are built in skbs of its own, allocated at load
+ * time: netpoll_send_udp() takes netpoll's global skb pool lock and
+ * allocates, which a panic must not do when the CPU it interrupted (an NMI
+ * panic), or a CPU it stopped, holds that lock or a slab lock.  A pool skb
+ * is ours again when the driver has let go of it: netoops keeps one
+ * reference, so the driver's free only drops its own.
+ */
+#define NETOOPS_SKBS		64
+#define NETOOPS_SKB_BYTES	2048	/* headroom, headers and one payload */
+
+static struct sk_buff *netoops_skbs[NETOOPS_SKBS];
+static unsigned int netoops_skb_next;
+static atomic_t netoops_skb_drops;	/* in NMI, with no pool skb free */
+
+static struct sk_buff *netoops_pool_get(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < NETOOPS_SKBS; i++) {
+		struct sk_buff *skb;
+		void *head;
+
+		skb = netoops_skbs[(netoops_skb_next + i) % NETOOPS_SKBS];
+		if (refcount_read(&skb->users) != 1 ||
+		    atomic_read(&skb_shinfo(skb)->dataref) != 1)
+			continue;
+		smp_rmb();	/* the driver's last access, before our reuse */
+		netoops_skb_next = (netoops_skb_next + i + 1) % NETOOPS_SKBS;
+		head = skb->head;
+		memset(skb, 0, offsetof(struct sk_buff, tail));
+		return build_skb_around(skb, head, 0);
+	}
+	return NULL;
+}
+
+/* What netpoll_send_udp() sends, from a pool skb. */
+static bool netoops_send_pool(struct netpoll *np, const void *msg, int len)
+{
+	int udp_len = len + sizeof(struct udphdr);
+	int ip_len = udp_len + (np->ipv6 ? sizeof(struct ipv6hdr) :
+					   sizeof(struct iphdr));
+	int reserve = LL_RESERVED_SPACE(np->dev);
+	static atomic_t ip_ident;
+	struct sk_buff *skb;
+	struct udphdr *udph;
+	struct ethhdr *eth;
+
+	if (reserve + ip_len + np->dev->needed_tailroom > NETOOPS_SKB_BYTES)
+		return false;
+	skb = netoops_pool_get();
+	if (!skb)
+		return false;
+	skb_reserve(skb, reserve + ip_len - len);
+	skb_put_data(skb, msg, len);
+
+	udph = skb_push(skb, sizeof(*udph));
+	skb_reset_transport_header(skb);
+	udph->source = htons(np->local_port);
+	udph->dest = htons(np->remote_port);
+	udph->len = htons(udp_len);
+	udph->check = 0;
+	if (np->ipv6) {
+		struct ipv6hdr *ip6h;
+
+		udph->check = csum_ipv6_magic(&np->local_ip.in6,
+					      &np->remote_ip.in6, udp_len,
+					      IPPROTO_UDP,
+					      csum_partial(udph, udp_len, 0));
+		ip6h = skb_push(skb, sizeof(*ip6h));
+		skb_reset_network_header(skb);
+		memset(ip6h, 0, sizeof(*ip6h));
+		ip6h->version = 6;
+		ip6h->payload_len = htons(udp_len);
+		ip6h->nexthdr = IPPROTO_UDP;
+		ip6h->hop_limit = 32;
+		ip6h->saddr = np->local_ip.in6;
+		ip6h->daddr = np->remote_ip.in6;
+		skb->protocol = htons(ETH_P_IPV6);
+	} else {
+		struct iphdr *iph;
+
+		udph->check = csum_tcpudp_magic(np->local_ip.ip,
+						np->remote_ip.ip, udp_len,
+						IPPROTO_UDP,
+						csum_partial(udph, udp_len, 0));
+		iph = skb_push(skb, sizeof(*iph));
+		skb_reset_network_header(skb);
+		memset(iph, 0, sizeof(*iph));
+		iph->version = 4;
+		iph->ihl = 5;
+		put_unaligned(htons(ip_len), &iph->tot_len);
+		iph->id = htons(atomic_inc_return(&ip_ident));
+		iph->ttl = 64;
+		iph->protocol = IPPROTO_UDP;
+		put_unaligned(np->local_ip.ip, &iph->saddr);
+		put_unaligned(np->remote_ip.ip, &iph->daddr);
+		iph->check = ip_fast_csum((unsigned char *)iph, iph->ihl);
+		skb->protocol = htons(ETH_P_IP);
+	}
+	if (udph->check == 0)
+		udph->check = CSUM_MANGLED_0;
+
+	eth = skb_push(skb, ETH_HLEN);
+	skb_reset_mac_header(skb);
+	eth->h_proto = skb->protocol;
+	ether_addr_copy(eth->h_source, np->dev->dev_addr);
+	ether_addr_copy(eth->h_dest, np->remote_mac);
+	skb->dev = np->dev;
+
+	skb_get(skb);		/* ours: see netoops_pool_get() */
+	netpoll_send_skb(np, skb);
+	return true;
+}
+
+static void netoops_send_one(struct netpoll *np, const struct netoops_msg *msg,
+			     enum kmsg_dump_reason reason)
+{
+	if (reason == KMSG_DUMP_PANIC && netoops_send_pool(np, msg, sizeof(*msg)))
+		return;
+	/* No pool skb is free (the device has not let go of them yet) */
+	if (in_nmi()) {
+		atomic_inc(&netoops_skb_drops);
+		return;
+	}
+	netpoll_send_udp(np, (const char *)msg, sizeof(*msg));
+}
+
+static int __init netoops_pool_alloc(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < NETOOPS_SKBS; i++) {
+		netoops_skbs[i] = alloc_skb(NETOOPS_SKB_BYTES, GFP_KERNEL);
+		if (!netoops_skbs[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void netoops_pool_free(void)
+{
+	unsigned int i;
+
+	/* A driver that still holds one frees it when it is done. */
+	for (i = 0; i < NETOOPS_SKBS; i++)
+		kfree_skb(netoops_skbs[i]);
+}
+
+/* Send @msg to every enabled target that is up and has not faulted. */
+static void netoops_send_msg(const struct netoops_msg *msg,
+			     enum kmsg_dump_reason reason)
 {
 	struct netpoll_target *nt;
 
@@ -103,22 +343,34 @@ static void netoops_send_msg(void)
 		struct net_device *dev = nt->np.dev;
 
 		if (!netpoll_target_enabled(nt) || !dev ||
+		    (READ_ONCE(nt->flags) & NETOOPS_TARGET_FAULTED) ||
 		    !netif_running(dev) || !netif_carrier_ok(dev))
 			continue;
-		netpoll_send_udp(&nt->np, (const char *)&netoops_msg,
-				 sizeof(netoops_msg));
+		this_cpu_write(netoops_sending, nt);
+		netoops_send_one(&nt->np, msg, reason);
+		this_cpu_write(netoops_sending, NULL);
+		/*
+		 * netpoll queues a packet for a workqueue, which never runs
+		 * after a panic, when the device's queue stays stopped for a
+		 * jiffy, and every later packet behind it: give the device
+		 * time to drain, after every packet, so that several targets
+		 * on one device are paced too.
+		 */
+		netoops_pause(READ_ONCE(pace_us));
+		touch_nmi_watchdog();
 	}
 }
 
 /*
- * Send the current netoops_msg with interrupts off (netpoll needs them off)
- * and the targets lock held, waiting for the lock a bounded time.  On a
- * panic the other CPUs are stopped and one of them may hold the lock for
- * good: the list only changes in process context, so the dump then walks it
- * without the lock, and stops trying to take it.  A live system is better
- * left alone: the dump gives up.
+ * Send @msg with interrupts off (netpoll needs them off) and the targets
+ * lock held, waiting for the lock a bounded time.  On a panic the other
+ * CPUs are stopped and one of them may hold the lock for good: the list
+ * only changes in process context, so the dump then walks it without the
+ * lock, and stops trying to take it.  A live system is better left alone:
+ * the dump gives up.
  */
-static bool netoops_send_chunk(enum kmsg_dump_reason reason, bool *lockless)
+static bool netoops_send_chunk(const struct netoops_msg *msg,
+			       enum kmsg_dump_reason reason, bool *lockless)
 {
 	unsigned long flags;
 	bool sent = true;
@@ -127,15 +379,17 @@ static bool netoops_send_chunk(enum kmsg_dump_reason reason, bool *lockless)
 	local_irq_save(flags);
 	for (us = 0; !*lockless && us < NETOOPS_LOCK_WAIT_US; us++) {
 		if (spin_trylock(&netoops_targets.lock)) {
-			netoops_send_msg();
+			netoops_send_msg(msg, reason);
 			spin_unlock(&netoops_targets.lock);
 			goto out;
 		}
+		if (reason != KMSG_DUMP_PANIC && panic_on_other_cpu())
+			break;
 		udelay(1);
 	}
 	if (reason == KMSG_DUMP_PANIC) {
 		*lockless = true;
-		netoops_send_msg();
+		netoops_send_msg(msg, reason);
 	} else {
 		sent = false;
 	}
@@ -144,9 +398,11 @@ out:
 	return sent;
 }
 
-static void netoops_send_log(size_t len, enum kmsg_dump_reason reason)
+static void netoops_send_log(struct netoops_buf *buf, size_t len,
+			     enum kmsg_dump_reason reason)
 {
-	struct netoops_msg_header *h = &netoops_msg.header;
+	struct netoops_msg *msg = &buf->msg;
+	struct netoops_msg_header *h = &msg->header;
 	u32 count = max_t(u32, DIV_ROUND_UP(len, NETOOPS_DATA_BYTES), 1);
 	bool lockless = false;
 	u32 copy, no;
@@ -159,47 +415,32 @@ static void netoops_send_log(size_t len, enum kmsg_dump_reason reason)
 			size_t n = min_t(size_t, len - min(len, start),
 					 NETOOPS_DATA_BYTES);
 
-			h->packet_no = cpu_to_le32(no);
-			memcpy(netoops_msg.data, netoops_log + start, n);
-			memset(netoops_msg.data + n, 0, NETOOPS_DATA_BYTES - n);
-			if (!netoops_send_chunk(reason, &lockless))
+			/* A live dump makes way for a panic on another CPU. */
+			if (reason != KMSG_DUMP_PANIC && panic_on_other_cpu())
 				return;
-			/*
-			 * netpoll queues a packet for a workqueue, which never
-			 * runs after a panic, when the device's queue stays
-			 * stopped for a jiffy, and every later packet behind
-			 * it: give the device time to drain.
-			 */
-			udelay(READ_ONCE(pace_us));
-			touch_nmi_watchdog();
+			h->packet_no = cpu_to_le32(no);
+			memcpy(msg->data, buf->log + start, n);
+			memset(msg->data + n, 0, NETOOPS_DATA_BYTES - n);
+			if (!netoops_send_chunk(msg, reason, &lockless))
+				return;
 		}
 	}
 }
 
-static void netoops_dump(struct kmsg_dumper *dumper,
-			 const struct kmsg_dump_detail *detail)
+/* Fill in @buf for a dump of the whole log and send it. */
+static void netoops_send_dump(struct netoops_buf *buf,
+			      enum kmsg_dump_reason reason,
+			      const struct pt_regs *regs)
 {
-	struct netoops_msg_header *h = &netoops_msg.header;
-	enum kmsg_dump_reason reason = detail->reason;
+	struct netoops_msg *msg = &buf->msg;
+	struct netoops_msg_header *h = &msg->header;
 	struct kmsg_dump_iter iter;
 	size_t len = 0;
 
-	if (reason != KMSG_DUMP_OOPS && reason != KMSG_DUMP_PANIC &&
-	    reason != KMSG_DUMP_SOFT)
-		return;
-	/*
-	 * An oops in interrupt context always ends in a panic, whose dump
-	 * carries the same log and the same registers: send that one only,
-	 * rather than load the device with a copy just before the panic.
-	 */
-	if (reason == KMSG_DUMP_OOPS && in_interrupt())
-		return;
-	/* One dump at a time; a fault while dumping must not recurse. */
-	if (test_and_set_bit(0, &netoops_busy))
-		return;
-
+	atomic_inc(&netoops_dumps_sent);
+	/* With the <N> level prefixes, as syslog(2) reads the log */
 	kmsg_dump_rewind(&iter);
-	kmsg_dump_get_buffer(&iter, false, netoops_log, log_bytes, &len);
+	kmsg_dump_get_buffer(&iter, true, buf->log, log_bytes, &len);
 
 	memset(h, 0, sizeof(*h));
 	h->version = cpu_to_le16(NETOOPS_VERSION);
@@ -214,12 +455,95 @@ static void netoops_dump(struct kmsg_dumper *dumper,
 	strscpy_pad(h->kernel_version, init_utsname()->release,
 		    sizeof(h->kernel_version));
 	netoops_fill_blob(h);
-	netoops_fill_arch(&netoops_msg.arch_data, detail->regs);
+	netoops_fill_arch(&msg->arch_data, regs);
 
-	netoops_send_log(len, reason);
+	netoops_send_log(buf, len, reason);
+}
 
-	/* The machine goes on after an oops or a soft dump. */
-	clear_bit(0, &netoops_busy);
+/*
+ * An oops on a CPU that was transmitting to a target: that send faulted.
+ * Leave the target alone from now on (until it is enabled again); its
+ * device may be wedged.  A panic without an oops (an NMI, say) that
+ * interrupted a send says nothing about the target: netpoll copes with a
+ * transmit lock that the interrupted send holds.
+ */
+static void netoops_check_faulted(const struct kmsg_dump_detail *detail)
+{
+	struct netpoll_target *nt = this_cpu_read(netoops_sending);
+
+	if (!nt || !detail->regs)
+		return;
+	this_cpu_write(netoops_sending, NULL);
+	WRITE_ONCE(nt->flags, nt->flags | NETOOPS_TARGET_FAULTED);
+	pr_emerg("a send through %s faulted; that target is skipped from now on\n",
+		 nt->np.dev_name);
+}
+
+/* A target enabled again (from configfs) is given another chance. */
+static void netoops_target_enabled(struct netpoll_target *nt)
+{
+	WRITE_ONCE(nt->flags, nt->flags & ~NETOOPS_TARGET_FAULTED);
+}
+
+static const struct netpoll_target_ops netoops_target_ops = {
+	.enabled	= netoops_target_enabled,
+};
+
+static void netoops_dump_panic(const struct kmsg_dump_detail *detail)
+{
+	/* Only the panic's own CPU gets here; a second time, it faulted. */
+	if (test_and_set_bit(0, &netoops_panic_busy)) {
+		atomic_inc(&netoops_dumps_busy);
+		return;
+	}
+	netoops_send_dump(&netoops_panic, KMSG_DUMP_PANIC, detail->regs);
+	/* The panic goes on to reboot or halt: the bit stays set. */
+}
+
+static void netoops_dump_live(const struct kmsg_dump_detail *detail)
+{
+	/* The panic that ends this oops sends the same log and registers. */
+	if (detail->reason == KMSG_DUMP_OOPS && detail->panic_follows) {
+		atomic_inc(&netoops_dumps_deferred);
+		return;
+	}
+	/* One live dump at a time, and none once a panic dump started. */
+	if (test_bit(0, &netoops_panic_busy) ||
+	    test_and_set_bit(0, &netoops_live_busy)) {
+		atomic_inc(&netoops_dumps_busy);
+		return;
+	}
+	if (atomic_inc_return(&netoops_live_dumps) > READ_ONCE(dump_limit)) {
+		if (atomic_inc_return(&netoops_dumps_skipped) == 1)
+			pr_warn("dump_limit (%u) reached: no more oops or soft dumps this boot\n",
+				READ_ONCE(dump_limit));
+	} else {
+		netoops_send_dump(&netoops_live, detail->reason, detail->regs);
+	}
+	/*
+	 * An oops or a soft dump returns.  A fault inside the dump does not:
+	 * the bit stays set, later live dumps count as busy, and the panic
+	 * dump still goes out.
+	 */
+	clear_bit(0, &netoops_live_busy);
+}
+
+static void netoops_dump(struct kmsg_dumper *dumper,
+			 const struct kmsg_dump_detail *detail)
+{
+	switch (detail->reason) {
+	case KMSG_DUMP_PANIC:
+		netoops_check_faulted(detail);
+		netoops_dump_panic(detail);
+		break;
+	case KMSG_DUMP_OOPS:
+	case KMSG_DUMP_SOFT:
+		netoops_check_faulted(detail);
+		netoops_dump_live(detail);
+		break;
+	default:
+		break;
+	}
 }
 
 static struct kmsg_dumper netoops_dumper = {
@@ -252,32 +576,65 @@ static ssize_t netoops_boot_id_store(struct kobject *kobj,
 static ssize_t netoops_user_blob_show(struct kobject *kobj,
 				      struct kobj_attribute *attr, char *buf)
 {
-	unsigned int seq;
 	size_t len;
 
-	do {
-		seq = read_seqbegin(&netoops_blob_lock);
-		len = netoops_blob_len;
-		memcpy(buf, netoops_blob, len);
-	} while (read_seqretry(&netoops_blob_lock, seq));
+	mutex_lock(&netoops_blob_mutex);
+	len = netoops_blobs[0].len;
+	memcpy(buf, netoops_blobs[0].data, len);
+	mutex_unlock(&netoops_blob_mutex);
 	return len;
+}
+
+static void netoops_blob_set(struct netoops_blob *b, const char *buf,
+			     size_t count)
+{
+	memset(b->data, 0, sizeof(b->data));
+	memcpy(b->data, buf, count);
+	b->len = count;
 }
 
 static ssize_t netoops_user_blob_store(struct kobject *kobj,
 				       struct kobj_attribute *attr,
 				       const char *buf, size_t count)
 {
-	unsigned long flags;
-
 	if (count > NETOOPS_BLOB_BYTES)
 		return -EINVAL;
-	write_seqlock_irqsave(&netoops_blob_lock, flags);
-	memset(netoops_blob, 0, sizeof(netoops_blob));
-	memcpy(netoops_blob, buf, count);
-	netoops_blob_len = count;
-	write_sequnlock_irqrestore(&netoops_blob_lock, flags);
+	mutex_lock(&netoops_blob_mutex);
+	raw_write_seqcount_latch(&netoops_blob_seq);	/* readers: copy 1 */
+	netoops_blob_set(&netoops_blobs[0], buf, count);
+	raw_write_seqcount_latch(&netoops_blob_seq);	/* readers: copy 0 */
+	netoops_blob_set(&netoops_blobs[1], buf, count);
+	mutex_unlock(&netoops_blob_mutex);
 	return count;
 }
+
+/* The counters: read-only sysfs files of their own names */
+struct netoops_count_attr {
+	struct kobj_attribute	attr;
+	atomic_t		*count;
+};
+
+static ssize_t netoops_count_show(struct kobject *kobj,
+				  struct kobj_attribute *attr, char *buf)
+{
+	struct netoops_count_attr *ca =
+		container_of(attr, struct netoops_count_attr, attr);
+
+	return sysfs_emit(buf, "%d\n", atomic_read(ca->count));
+}
+
+#define NETOOPS_COUNT_ATTR(_name) {					\
+	.attr = __ATTR(_name, 0444, netoops_count_show, NULL),		\
+	.count = &netoops_##_name,					\
+}
+
+static struct netoops_count_attr netoops_count_attrs[] = {
+	NETOOPS_COUNT_ATTR(dumps_sent),
+	NETOOPS_COUNT_ATTR(dumps_skipped),
+	NETOOPS_COUNT_ATTR(dumps_busy),
+	NETOOPS_COUNT_ATTR(dumps_deferred),
+	NETOOPS_COUNT_ATTR(skb_drops),
+};
 
 static struct kobj_attribute netoops_boot_id_attr =
 	__ATTR(netoops_boot_id, 0644, netoops_boot_id_show,
@@ -289,6 +646,11 @@ static struct kobj_attribute netoops_user_blob_attr =
 static struct attribute *netoops_attrs[] = {
 	&netoops_boot_id_attr.attr,
 	&netoops_user_blob_attr.attr,
+	&netoops_count_attrs[0].attr.attr,
+	&netoops_count_attrs[1].attr.attr,
+	&netoops_count_attrs[2].attr.attr,
+	&netoops_count_attrs[3].attr.attr,
+	&netoops_count_attrs[4].attr.attr,
 	NULL,
 };
 
@@ -325,9 +687,15 @@ static int __init netoops_init(void)
 		pr_err("log_bytes must be at least %d\n", NETOOPS_DATA_BYTES);
 		return -EINVAL;
 	}
-	netoops_log = vmalloc(log_bytes);
-	if (!netoops_log)
-		return -ENOMEM;
+	netoops_live.log = vmalloc(log_bytes);
+	netoops_panic.log = vmalloc(log_bytes);
+	if (!netoops_live.log || !netoops_panic.log) {
+		err = -ENOMEM;
+		goto err_free_log;
+	}
+	err = netoops_pool_alloc();
+	if (err)
+		goto err_free_log;
 	atomic_set(&netoops_dump_id, get_random_u16());
 
 	netoops_kobj = kobject_create_and_add("netoops", kernel_kobj);
@@ -339,6 +707,7 @@ static int __init netoops_init(void)
 	if (err)
 		goto err_put_kobj;
 
+	netoops_targets.ops = &netoops_target_ops;
 	netoops_targets.default_local_port = NETOOPS_PORT;
 	netoops_targets.default_remote_port = NETOOPS_PORT;
 	err = register_netpoll_targets(&netoops_targets, "netoops",
@@ -356,7 +725,9 @@ err_unregister_targets:
 err_put_kobj:
 	kobject_put(netoops_kobj);
 err_free_log:
-	vfree(netoops_log);
+	netoops_pool_free();
+	vfree(netoops_panic.log);
+	vfree(netoops_live.log);
 	return err;
 }
 
@@ -365,7 +736,9 @@ static void __exit netoops_exit(void)
 	kmsg_dump_unregister(&netoops_dumper);
 	unregister_netpoll_targets(&netoops_targets);
 	kobject_put(netoops_kobj);
-	vfree(netoops_log);
+	netoops_pool_free();
+	vfree(netoops_panic.log);
+	vfree(netoops_live.log);
 }
 
 module_init(netoops_init);

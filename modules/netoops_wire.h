@@ -55,7 +55,11 @@ struct netoops_msg_header {
  * @x86_family: CPU family
  * @x86_model: CPU model
  * @x86_stepping: CPU stepping
- * @regs: struct pt_regs (168 bytes on x86_64), native little-endian
+ * @regs: struct pt_regs (168 bytes on x86_64), native little-endian: the
+ *	registers of the oops, for an oops dump and for the dump of the panic
+ *	that ends an oops; all zero when the dump has no fault (a plain panic
+ *	such as sysrq c, NMI, hung task or soft lockup, and every soft dump).
+ *	They never describe netoops itself.
  */
 struct netoops_arch_data {
 	u8 x86_vendor;
@@ -69,7 +73,9 @@ struct netoops_arch_data {
  * struct netoops_msg - one UDP payload
  * @header: see struct netoops_msg_header
  * @arch_data: see struct netoops_arch_data
- * @data: one chunk of the log, NUL padded
+ * @data: one chunk of the log, NUL padded.  The log is the text that
+ *	syslog(2) reads: each record as "<N>[seconds.micros] text\n", N the
+ *	syslog priority (facility * 8 + level), so KERN_EMERG lines are <0>.
  */
 struct netoops_msg {
 	struct netoops_msg_header header;
