@@ -43,6 +43,14 @@ def strip_prefixes(text: str) -> str:
     return _PREFIX_RE.sub("", text)
 
 
+_LEVEL_RE = re.compile(r"(?m)^<\d{1,3}>")
+
+
+def strip_levels(text: str) -> str:
+    """Remove the syslog ``<N>`` level prefixes (netoops sends them) only."""
+    return _LEVEL_RE.sub("", text)
+
+
 def strip_line(line: str) -> str:
     m = _LINE_PREFIX_RE.match(line)
     return line[m.end():] if m else line

@@ -248,6 +248,9 @@ def get_dump(conn: sqlite3.Connection, dump_no: int) -> dict[str, Any] | None:
         return None
     out = _decode(row)
     out["registers"] = {r: out.pop(r) for r in proto.REG_NAMES}
+    # netoops sends zeros when the dump has no fault (a plain panic, a
+    # lockup, a soft dump), never registers of its own.
+    out["fault_registers"] = any(int(str(v), 0) for v in out["registers"].values())
     out["modules"] = [{"name": n, "flags": f} for n, f in conn.execute(
         "SELECT name, flags FROM dump_modules WHERE dump = ? ORDER BY rowid", (dump_no,))]
     return out

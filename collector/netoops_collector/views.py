@@ -9,7 +9,7 @@ from typing import Any
 
 from . import proto
 from .reassembly import ranges
-from .report import describe_taint
+from .report import describe_taint, strip_levels
 
 
 def when(ts: float | None) -> str:
@@ -95,11 +95,14 @@ def show_text(d: dict[str, Any]) -> str:
     ]
     out = [f"{k:<10} {v}" for k, v in fields]
     out.append("")
-    out.append("registers (from the packet header):")
-    regs = d["registers"]
-    names = list(proto.REG_NAMES)
-    for i in range(0, len(names), 3):
-        out.append("  " + "  ".join(f"{n:>8} {regs[n][2:]}" for n in names[i:i + 3]))
+    if d.get("fault_registers", True):
+        out.append("registers (from the packet header):")
+        regs = d["registers"]
+        names = list(proto.REG_NAMES)
+        for i in range(0, len(names), 3):
+            out.append("  " + "  ".join(f"{n:>8} {regs[n][2:]}" for n in names[i:i + 3]))
+    else:
+        out.append("registers: none (no fault: a plain panic, a lockup or a soft dump)")
     if d["frames"]:
         out.append("")
         out.append("call trace:")
@@ -110,7 +113,7 @@ def show_text(d: dict[str, Any]) -> str:
             out.append(f"  {ctx}{f['text']}")
     out.append("")
     out.append("log:")
-    out.append(d["log"].rstrip("\n"))
+    out.append(strip_levels(d["log"]).rstrip("\n"))
     return "\n".join(out) + "\n"
 
 
