@@ -303,6 +303,9 @@ _NOISE_RE = re.compile(r"""^(?:
   | __list_(?:add|del)\w* | list_\w+
   | _?printk | vprintk\w* | printk_\w+ | dev_\w*printk\w* | _dev_\w+
   | refcount_warn_saturate | __might_\w+ | __might_sleep | __cant_sleep | ___might_sleep
+  | __schedule | schedule | schedule_timeout\w* | schedule_preempt_disabled
+  | io_schedule\w* | preempt_schedule\w* | wait_for_completion\w* | __wait_for_common
+  | do_wait_for_common
 )$""", re.X)
 
 
