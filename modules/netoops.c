@@ -7,10 +7,11 @@
  * Targets are netpoll targets (configfs /sys/kernel/config/netoops/ or the
  * netoops= parameter).  The packet format is in netoops_wire.h.
  *
- * The dump path allocates nothing of its own (its buffers are allocated at
- * load time; netpoll takes one skb per packet, GFP_ATOMIC, falling back on
- * its pool of 32), takes no sleeping lock, runs with interrupts off while it
- * transmits and waits only for bounded times (the README lists each wait).
+ * The panic dump allocates nothing: its buffers and skbs are allocated at
+ * load time.  Oops and soft dumps send through netpoll_send_udp(), which
+ * takes one skb per packet (GFP_ATOMIC, falling back on netpoll's pool of
+ * 32).  No dump takes a sleeping lock; they run with interrupts off while
+ * they transmit and wait only for bounded times (the README lists each).
  * A panic always gets its dump out: it has a message buffer of its own, so
  * a live dump that another CPU was sending when the panic stopped it does
  * not hold it up, and only a panic dump that faults into a second panic on

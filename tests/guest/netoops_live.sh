@@ -3,6 +3,7 @@
 # the host plus one whose interface is down, and two soft dumps, the first
 # with a log whose length is an exact multiple of 1024 bytes.
 . /tests/lib.sh
+. /tests/netoops_lib.sh
 hostmac=$(arg hostmac ff:ff:ff:ff:ff:ff)
 sys=/sys/kernel/netoops
 kmod netpoll_targets
@@ -30,6 +31,20 @@ check "128-byte blob" test "$(cat $sys/netoops_user_blob)" = "$max"
 printf 'fleet-a/rack-7' >$sys/netoops_user_blob || fail "blob write"
 check "modes" test "$(stat -c %a $sys/netoops_boot_id $sys/netoops_user_blob | tr '\n' ' ')" = "644 644 "
 
+# pace_us: 0 to 1000 microseconds; counters are read-only
+p=/sys/module/netoops/parameters
+check "pace default" test "$(cat $p/pace_us)" = 100
+for bad in 1001 4294967296 -1 abc ""; do
+	expect_errno "Invalid argument" sh -c "echo '$bad' > $p/pace_us"
+done
+check "pace unchanged" test "$(cat $p/pace_us)" = 100
+check "pace max" sh -c "echo 1000 > $p/pace_us"
+check "pace max read" test "$(cat $p/pace_us)" = 1000
+echo 100 >$p/pace_us
+check "dump_limit default" test "$(cat $p/dump_limit)" = 8
+check "counters start at 0" test "$(counters)" = "0 0 0 0"
+check "counters read-only" test "$(stat -c %a $sys/dumps_sent $sys/dumps_busy | tr '\n' ' ')" = "444 444 "
+
 # configfs: bad input changes nothing
 cfg=/sys/kernel/config/netoops
 check "configfs dir" test -d $cfg
@@ -50,21 +65,24 @@ ip link set vdown0 down
 check "down target still enabled" test "$(cat $cfg/down/enabled)" = 1
 
 # Pad the log so that, with the line sysrq prints, its length is a multiple
-# of 1024.  A line costs 16 bytes ("[    x.xxxxxx] " and "\n") plus its text.
-sysrq_line=42        # "[    x.xxxxxx] sysrq: Trigger a soft dump\n"
+# of 1024.  The dump carries the log as syslog(2) reads it (dmesg -r): a line
+# costs 20 bytes ("<14>" for a line from userspace, "[    x.xxxxxx] " and
+# "\n") plus its text.
+sysrq_line=45        # "<6>[    x.xxxxxx] sysrq: Trigger a soft dump\n"
 sleep 1              # let asynchronous messages (link up, ...) settle
-len=$(dmesg | wc -c)
+len=$(dmesg -r | wc -c)
 extra=$(( (1024 - (len + sysrq_line) % 1024) % 1024 ))
-[ $extra -lt 20 ] && extra=$((extra + 1024))
+[ $extra -lt 24 ] && extra=$((extra + 1024))
 while [ $extra -gt 0 ]; do
-	if [ $extra -ge 600 ]; then t=300; else t=$((extra - 16)); fi
+	if [ $extra -ge 600 ]; then t=300; else t=$((extra - 20)); fi
 	echo "<6>$(head -c $((t - 3)) /dev/zero | tr "\\0" 0)pad" >/dev/kmsg
-	extra=$((extra - t - 16))
+	extra=$((extra - t - 20))
 done
-result loglen "$(( $(dmesg | wc -c) + sysrq_line ))"
+result loglen "$(( $(dmesg -r | wc -c) + sysrq_line ))"
 echo y >/proc/sysrq-trigger
-result soft1 "$(dmesg | wc -c)"
+result soft1 "$(dmesg -r | wc -c)"
 sleep 1
 echo y >/proc/sysrq-trigger
 result alive
+result counters "$(counters)"
 sleep 1

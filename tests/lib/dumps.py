@@ -66,3 +66,27 @@ def console_rip(console: str, func: str) -> int:
     off = re.search(rf"RIP: 0010:{func}\+0x([0-9a-f]+)/0x[0-9a-f]+", console)
     assert base and off, "console lacks the function address or the RIP line"
     return int(base.group(1), 16) + int(off.group(1), 16)
+
+
+_REG_RE = re.compile(r"\b(R[A-Z0-9]{1,2}|RSP): (?:0018:)?([0-9a-f]{16})\b")
+
+
+def console_regs(console: str, func: str) -> dict[str, int]:
+    """The registers the console printed for the first oops in ``func``.
+
+    The lines after ``RIP: 0010:func+...`` up to ``CR2:`` are read for
+    ``REG: value`` pairs; other lines (another CPU's report interleaved) are
+    skipped.
+    """
+    lines = console.splitlines()
+    start = next(i for i, l in enumerate(lines) if f"RIP: 0010:{func}+" in l)
+    regs: dict[str, int] = {}
+    for line in lines[start + 1:start + 40]:
+        if "RIP: " in line:
+            break
+        for name, value in _REG_RE.findall(line):
+            # R08 on the console is r8 in struct pt_regs
+            regs.setdefault(re.sub(r"^r0(\d)$", r"r\1", name.lower()), int(value, 16))
+        if "CR2: " in line and len(regs) >= 16:
+            break
+    return regs

@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -288,7 +289,7 @@ class Guest:
                  allow: Iterable[str] = (), require: Iterable[str] = (),
                  kernel_flavour: str | None = None, smp: int = 2,
                  memory: str = "1G", cmdline: str = "",
-                 disks: Sequence[Path] = ()):
+                 disks: Sequence[Path] = (), monitor: bool = False):
         self.ns = ns
         self.script = script
         self.index = index
@@ -307,6 +308,7 @@ class Guest:
         self.mac = f"52:54:00:6e:74:{2 + index:02x}"
         self.proc: subprocess.Popen | None = None
         base = ns.tmp if ns else Path(tempfile.mkdtemp(prefix="nto-guest-"))
+        self.monitor_path = base / f"{script}-{index}.monitor" if monitor else None
         self.console_path = base / f"{script}-{index}.console"
         self.result_path = base / f"{script}-{index}.result"
         self.started = 0.0
@@ -336,6 +338,8 @@ class Guest:
                 "-append", " ".join(params),
                 "-serial", f"file:{self.console_path}",
                 "-serial", f"file:{self.result_path}"]
+        if self.monitor_path:
+            argv += ["-monitor", f"unix:{self.monitor_path},server=on,wait=off"]
         if self.ns:
             tap = self.ns.add_tap()
             argv += ["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
@@ -376,6 +380,24 @@ class Guest:
                 return None
             time.sleep(0.1)
         return None
+
+    def hmp(self, command: str, timeout: float = 10) -> str:
+        """Run a QEMU human-monitor command (``nmi``, ...); its output."""
+        if not self.monitor_path:
+            raise RuntimeError(f"{self.name} was started without monitor=True")
+        out = b""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(str(self.monitor_path))
+            out += sock.recv(4096)                 # the banner and prompt
+            sock.sendall(command.encode() + b"\n")
+            deadline = time.monotonic() + timeout
+            while out.count(b"(qemu)") < 2 and time.monotonic() < deadline:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                out += chunk
+        return out.decode(errors="replace")
 
     def wait(self) -> GuestResult:
         assert self.proc is not None, "guest not started"

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: GPL-2.0
+# netoops guest helpers, after `. /tests/lib.sh`:
+#   netoops_load [PARAMS]  netpoll_targets and netoops with one target on
+#                          the host (IPv6 when nto.v6=1), pace_us from
+#                          nto.pace=, dump_limit from nto.limit=
+#   netoops_setid          boot id and blob from nto.bootid= and nto.blob=
+#   counters               "sent skipped busy deferred" from sysfs
+#   pad_log BYTES          add lines to the log until it holds BYTES
+sys=/sys/kernel/netoops
+
+netoops_load() {
+	hostmac=$(arg hostmac ff:ff:ff:ff:ff:ff)
+	if [ "$(arg v6 0)" = 1 ]; then
+		tgt="@2001:db8::${NTO_IP##*.}/eth0,2004@$NTO_HOST6/$hostmac"
+	else
+		tgt="@$NTO_IP/eth0,2004@$NTO_HOST/$hostmac"
+	fi
+	extra=
+	[ -n "$(arg pace)" ] && extra="$extra pace_us=$(arg pace)"
+	[ -n "$(arg limit)" ] && extra="$extra dump_limit=$(arg limit)"
+	kmod netpoll_targets
+	# shellcheck disable=SC2086
+	kmod netoops "netoops=$tgt" $extra "$@"
+}
+
+netoops_setid() {
+	echo "$(arg bootid 0)" >$sys/netoops_boot_id ||
+		fail "boot id not accepted"
+	printf '%s' "$(arg blob)" >$sys/netoops_user_blob ||
+		fail "blob not accepted"
+}
+
+counters() {
+	echo "$(cat $sys/dumps_sent) $(cat $sys/dumps_skipped)" \
+		"$(cat $sys/dumps_busy) $(cat $sys/dumps_deferred)"
+}
+
+pad_log() {
+	line=$(head -c 200 /dev/zero | tr '\0' p)
+	while [ "$(dmesg -r | wc -c)" -lt "$1" ]; do
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			echo "<6>pad $line" >/dev/kmsg
+		done
+	done
+}

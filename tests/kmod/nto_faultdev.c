@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Test-only module: an Ethernet device, ntofault0, that drops what it is
+ * given to send, and faults (a NULL write) in its transmit routine once
+ * /sys/module/nto_faultdev/parameters/fault is set: a NIC driver that
+ * crashes under the netoops dump.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/etherdevice.h>
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/skbuff.h>
+
+static bool fault;
+module_param(fault, bool, 0644);
+MODULE_PARM_DESC(fault, "fault in the transmit routine (default off)");
+
+static struct net_device *nto_faultdev;
+
+/* Kept out of line so that the oops has a named frame of its own. */
+static noinline int *nto_faultdev_pointer(unsigned long addr)
+{
+	return (int *)addr;
+}
+
+static noinline void nto_faultdev_crash(void)
+{
+	int *p = nto_faultdev_pointer(0);
+
+	WRITE_ONCE(*p, 0x6e7466);
+}
+
+static netdev_tx_t nto_faultdev_xmit(struct sk_buff *skb,
+				     struct net_device *dev)
+{
+	if (READ_ONCE(fault))
+		nto_faultdev_crash();
+	dev->stats.tx_packets++;
+	dev->stats.tx_bytes += skb->len;
+	dev_kfree_skb_any(skb);
+	return NETDEV_TX_OK;
+}
+
+static int nto_faultdev_open(struct net_device *dev)
+{
+	netif_carrier_on(dev);
+	netif_start_queue(dev);
+	return 0;
+}
+
+static int nto_faultdev_stop(struct net_device *dev)
+{
+	netif_stop_queue(dev);
+	netif_carrier_off(dev);
+	return 0;
+}
+
+static const struct net_device_ops nto_faultdev_ops = {
+	.ndo_open	= nto_faultdev_open,
+	.ndo_stop	= nto_faultdev_stop,
+	.ndo_start_xmit	= nto_faultdev_xmit,
+	.ndo_set_mac_address = eth_mac_addr,
+};
+
+static int __init nto_faultdev_init(void)
+{
+	int err;
+
+	nto_faultdev = alloc_etherdev(0);
+	if (!nto_faultdev)
+		return -ENOMEM;
+	strscpy(nto_faultdev->name, "ntofault0", IFNAMSIZ);
+	nto_faultdev->netdev_ops = &nto_faultdev_ops;
+	eth_hw_addr_random(nto_faultdev);
+	/* The pointer the tests compare with the oops's RIP */
+	pr_info("nto_faultdev_crash=%px\n", nto_faultdev_crash);
+	err = register_netdev(nto_faultdev);
+	if (err)
+		free_netdev(nto_faultdev);
+	return err;
+}
+
+static void __exit nto_faultdev_exit(void)
+{
+	unregister_netdev(nto_faultdev);
+	free_netdev(nto_faultdev);
+}
+
+module_init(nto_faultdev_init);
+module_exit(nto_faultdev_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("netoops test device whose transmit routine faults on request");

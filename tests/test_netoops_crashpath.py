@@ -1,0 +1,224 @@
+# SPDX-License-Identifier: GPL-2.0
+"""netoops in every way a machine dies: each failure mode is a guest crash.
+
+Each test boots the debug kernel (lockdep, KASAN), crashes it the way its
+name says and checks what reached the host: a complete dump, or what
+arrived, newest first; the guest then reboots (QEMU exits) in time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from crashes import (ALLOW_NMI_PANIC, ALLOW_OOPS, ALLOW_PANIC, BLOB,
+                     check_header, check_nmi_lockdep, crash, zero_registers)
+from dumps import console_regs, console_rip, group
+from harness import HOST_MAC, Guest, Netns
+from netoops_collector import proto
+from netoops_collector.report import analyse, strip_levels
+
+ALLOW_SYSRQ = ALLOW_PANIC + [r"Kernel panic - not syncing: sysrq triggered crash"]
+ALLOW_FATAL = ALLOW_OOPS + ALLOW_PANIC + [r"Kernel panic - not syncing: Fatal exception"]
+
+
+def text_of(dump) -> str:
+    return dump.text(allow_missing=True).decode(errors="replace")
+
+
+def test_panic_on_oops_sends_one_dump_with_the_oops_registers():
+    c = crash(how="null", cmdline="oops=panic", allow=ALLOW_FATAL)
+    c.result.assert_crashed()
+    # The OOPS dump is left to the panic that follows: one dump, not two.
+    dump = c.only_dump()
+    dump.assert_complete()
+    check_header(dump)
+    text = text_of(dump)
+    assert "BUG: kernel NULL pointer dereference" in text
+    assert "Kernel panic - not syncing: Fatal exception" in text
+    assert dump.packets[0].registers["rip"] == \
+        console_rip(c.result.console, "nto_crash_null_deref")
+
+
+def test_two_cpus_oopsing_at_once_each_dump_has_its_own_registers():
+    c = crash(how="oops2", cmdline="oops=panic", allow=ALLOW_FATAL)
+    c.result.assert_crashed()
+    dump = c.only_dump()
+    dump.assert_complete()
+    regs = dump.packets[0].registers
+    con = c.result.console
+    # The panic's dump carries the oops of the CPU that panicked, whole:
+    # its RIP and every general register and RSP as that oops printed them.
+    funcs = [f for f in ("nto_crash_null_cpu0", "nto_crash_null_cpu1")
+             if f"RIP: 0010:{f}+" in con and regs["rip"] == console_rip(con, f)]
+    assert len(funcs) == 1, hex(regs["rip"])
+    printed = console_regs(con, funcs[0])
+    assert len(printed) == 16, printed
+    assert {k: regs[k] for k in printed} == printed
+
+
+def test_panic_while_another_cpu_sends_a_soft_dump():
+    c = crash("netoops_concurrent", allow=ALLOW_SYSRQ)
+    c.result.assert_crashed()
+    soft = [d for d in c.dumps if d.same("type") == proto.TYPE_SOFT]
+    panic = [d for d in c.dumps if d.same("type") == proto.TYPE_OOPS]
+    assert len(soft) == 1 and len(panic) == 1, [d.dump_id for d in c.dumps]
+    # The soft dump was cut short by the panic ...
+    assert len(soft[0].packets) < proto.RETRANSMIT_COUNT * soft[0].count
+    # ... and the panic's own dump got out whole all the same.
+    panic[0].assert_complete()
+    check_header(panic[0])
+    assert "sysrq triggered crash" in text_of(panic[0])
+    assert zero_registers(panic[0])
+
+
+def test_panic_in_nmi_context():
+    c = crash(how="nmi", cmdline="unknown_nmi_panic",
+              allow=ALLOW_PANIC + ALLOW_NMI_PANIC,
+              when_armed=lambda g: g.hmp("nmi"))
+    c.result.assert_crashed()
+    check_nmi_lockdep(c.result.console)
+    dump = c.only_dump()
+    dump.assert_complete()
+    check_header(dump)
+    text = text_of(dump)
+    assert "NMI received for unknown reason" in text
+    assert "Kernel panic - not syncing: NMI: Not continuing" in text
+    assert zero_registers(dump)
+
+
+# What an oops in the transmit routine leaves behind: the shell dies holding
+# netoops's lock, with interrupts off, and do_exit() says so (lockdep is
+# already off: the oops tainted the kernel).
+ALLOW_XMIT_FAULT = [
+    r"BUG: KASAN: null-ptr-deref in nto_faultdev_crash",
+    r"BUG: kernel NULL pointer dereference", r"Oops: ", r"Call Trace:",
+    r"---\[ end trace", r"Kernel panic - not syncing: sysrq triggered crash",
+    r"---\[ end Kernel panic",
+    r"BUG: sleeping function called from invalid context at include/linux/cgroup-defs.h",
+]
+
+
+def test_fault_inside_the_dump_leaves_the_panic_dump_working():
+    c = crash("netoops_fault", allow=ALLOW_XMIT_FAULT)
+    assert c.result.status == "crash", c.result.excerpt()
+    assert c.result.values("alive") == [""], c.result.excerpt()
+    sent, skipped, busy, deferred = map(int, c.result.value("counters").split())
+    # The soft dump started; the OOPS dump of its fault found it busy.
+    assert (sent, busy) == (1, 1)
+    assert "a send through ntofault0 faulted" in c.result.console
+    panic = [d for d in c.dumps if b"sysrq triggered crash" in d.text(allow_missing=True)]
+    assert len(panic) == 1, [d.dump_id for d in c.dumps]
+    panic[0].assert_complete()
+    check_header(panic[0])
+    assert "RIP: 0010:nto_faultdev_crash" in text_of(panic[0])
+
+
+def test_oops_storm_is_capped_and_the_panic_still_goes_out():
+    allow = ALLOW_OOPS + ALLOW_SYSRQ
+    c = crash("netoops_storm", allow=allow, timeout=400, args={"limit": "5"})
+    c.result.assert_crashed()
+    sent, skipped, busy, deferred = map(int, c.result.value("counters").split())
+    assert (sent, skipped, busy, deferred) == (5, 45, 0, 0)
+    oopses = [d for d in c.dumps if b"Kernel panic" not in d.text(allow_missing=True)]
+    panic = c.panic_dumps()
+    assert len(oopses) == 5 and len(panic) == 1
+    for d in oopses + panic:
+        d.assert_complete()
+    # Every oops dump carries the registers of its own oops.
+    for d in oopses:
+        assert not zero_registers(d)
+    assert zero_registers(panic[0])
+    # Nothing but those six dumps went out.
+    assert c.packets == sum(len(d.packets) for d in oopses + panic)
+
+
+def test_panic_under_memory_exhaustion_sends_the_newest_chunks_first():
+    allow = ALLOW_PANIC + [r"Kernel panic - not syncing: nto_crash: out of memory"]
+    c = crash(how="oom", allow=allow, timeout=400)
+    c.result.assert_crashed()
+    dump = c.only_dump()
+    got = sorted({p.packet_no for p in dump.packets})
+    print(f"oom: {len(got)} of {dump.count} chunks arrived, "
+          f"{len(dump.packets)} of {proto.RETRANSMIT_COUNT * dump.count} packets")
+    # The panic dump allocates nothing (skbs of its own): all of it gets out.
+    # Were packets lost, the newest part of the log would be what arrived.
+    assert got and got == list(range(len(got))), got
+    dump.assert_complete()
+    assert "Kernel panic - not syncing: nto_crash: out of memory" in text_of(dump)
+
+
+@pytest.mark.parametrize("how,cmdline,title", [
+    ("hang", "hung_task_panic=1", "INFO: task hung in nto_crash_init"),
+    ("lockup", "softlockup_panic=1 watchdog_thresh=2", "BUG: soft lockup in nto_crash_lockup"),
+])
+def test_watchdog_panics_carry_no_registers(how: str, cmdline: str, title: str):
+    allow = ALLOW_PANIC + [r"INFO: task insmod:\d+ blocked", r"soft lockup",
+                           r"Kernel panic - not syncing: (hung_task: blocked tasks|softlockup: hung tasks)"]
+    c = crash(how=how, cmdline=cmdline, allow=allow)
+    c.result.assert_crashed()
+    dump = c.only_dump()
+    dump.assert_complete()
+    check_header(dump)
+    assert zero_registers(dump)
+    assert analyse(text_of(dump)).title == title
+
+
+def test_level_prefixes_are_sent_and_the_collector_reads_both_forms():
+    c = crash(how="sysrq", allow=ALLOW_SYSRQ)
+    c.result.assert_crashed()
+    dump = c.only_dump()
+    text = text_of(dump)
+    # The log as syslog(2) reads it: KERN_EMERG lines are <0>.
+    assert "\n<0>[" in text and "] Kernel panic - not syncing: sysrq triggered crash" in text
+    plain = strip_levels(text)
+    assert "\n<" not in plain
+    assert analyse(text).title == analyse(plain).title == \
+        "Kernel panic - not syncing: sysrq triggered crash"
+
+
+def test_ipv6_target_gets_a_complete_panic_dump():
+    c = crash(how="sysrq", allow=ALLOW_SYSRQ, family="inet6", args={"v6": "1"})
+    c.result.assert_crashed()
+    dump = c.only_dump()
+    dump.assert_complete()
+    check_header(dump)
+
+
+A, B = "A" * 100, "B" * 60
+
+
+def test_blob_rewritten_in_a_tight_loop_never_holds_up_the_panic():
+    """20 panics (10 sysrq on CPU 0, 10 NMIs) with CPU 1 rewriting the blob."""
+    runs = []
+    for batch in range(5):
+        with Netns() as ns:
+            port = ns.udp_listener(proto.PORT)
+            guests = []
+            for i in range(4):
+                nmi = i % 2 == 1
+                args = {"hostmac": HOST_MAC, "bootid": str(1000 + 4 * batch + i),
+                        "blob": BLOB, "blobloop": "1",
+                        "how": "nmi" if nmi else "sysrq", "cpu": "0"}
+                guests.append(Guest(ns, "netoops_crash", index=i, timeout=300,
+                                    monitor=nmi, cmdline="unknown_nmi_panic" if nmi else "",
+                                    allow=ALLOW_SYSRQ + (ALLOW_NMI_PANIC if nmi else []),
+                                    args=args))
+            for g in guests:
+                g.start()
+            for g in guests:
+                if g.monitor_path:
+                    assert g.wait_for_result("armed", timeout=280), g.name
+                    g.hmp("nmi")
+            results = [g.wait() for g in guests]
+            got = group(port.payloads())
+        by_boot = {d.same("boot_id"): d for d in got}
+        for i, res in enumerate(results):
+            res.assert_crashed()
+            check_nmi_lockdep(res.console)
+            dump = by_boot.get(1000 + 4 * batch + i)
+            assert dump is not None, f"batch {batch} guest {i}: no dump\n{res.excerpt()}"
+            dump.assert_complete()
+            assert proto.cstring(dump.same("user_blob")) in (A, B)
+            runs.append(dump)
+    assert len(runs) == 20
+
