@@ -26,6 +26,7 @@
 #include <linux/etherdevice.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/kdebug.h>
 #include <linux/kmsg_dump.h>
 #include <linux/kobject.h>
 #include <linux/module.h>
@@ -34,11 +35,14 @@
 #include <linux/netdevice.h>
 #include <linux/netpoll.h>
 #include <linux/nmi.h>
+#include <linux/notifier.h>
 #include <linux/percpu.h>
 #include <linux/random.h>
+#include <linux/sched.h>
 #include <linux/seqlock.h>
 #include <linux/skbuff.h>
 #include <linux/string.h>
+#include <linux/sysrq.h>
 #include <linux/sysfs.h>
 #include <linux/udp.h>
 #include <linux/utsname.h>
@@ -50,6 +54,50 @@
 
 #include "netpoll_targets.h"
 #include "netoops_wire.h"
+
+/*
+ * netoops builds from one source against a kernel with the core hooks
+ * (core-hooks/series: kmsg_dump_detail, KMSG_DUMP_SOFT, sysrq y,
+ * panic_on_other_cpu()) and against a stock 6.1 kernel, where it takes the
+ * registers of an oops from the die notifier and registers sysrq y itself.
+ */
+#ifdef KMSG_DUMP_HAVE_DETAIL
+#define NETOOPS_MODE	"patched"
+#else
+#define NETOOPS_MODE	"stock"
+#endif
+
+/*
+ * A live dump returns before its next packet when another CPU panics, so
+ * that the panic stops this CPU with an interrupt rather than an NMI in the
+ * middle of netpoll.  A stock kernel exports no panic_cpu: there, a CPU
+ * that oopses or panics raises oops_in_progress, and the live dump makes
+ * way for either.
+ */
+#ifdef KMSG_DUMP_HAVE_DETAIL
+static bool netoops_make_way(void)
+{
+	return panic_on_other_cpu();
+}
+#else
+static bool netoops_make_way(void)
+{
+	return READ_ONCE(oops_in_progress);
+}
+#endif
+
+/* What a dump is for, and what the kernel said of it */
+enum netoops_kind {
+	NETOOPS_OOPS,
+	NETOOPS_PANIC,
+	NETOOPS_SOFT,
+};
+
+struct netoops_detail {
+	enum netoops_kind	kind;
+	const struct pt_regs	*regs;		/* of the fault, or NULL */
+	bool			panic_follows;	/* an oops that will panic */
+};
 
 #define NETOOPS_PARAM_BYTES	256
 /* How long the dump waits for the targets lock before it goes without */
@@ -301,9 +349,9 @@ static bool netoops_send_pool(struct netpoll *np, const void *msg, int len)
 }
 
 static void netoops_send_one(struct netpoll *np, const struct netoops_msg *msg,
-			     enum kmsg_dump_reason reason)
+			     enum netoops_kind reason)
 {
-	if (reason == KMSG_DUMP_PANIC && netoops_send_pool(np, msg, sizeof(*msg)))
+	if (reason == NETOOPS_PANIC && netoops_send_pool(np, msg, sizeof(*msg)))
 		return;
 	/* No pool skb is free (the device has not let go of them yet) */
 	if (in_nmi()) {
@@ -336,7 +384,7 @@ static void netoops_pool_free(void)
 
 /* Send @msg to every enabled target that is up and has not faulted. */
 static void netoops_send_msg(const struct netoops_msg *msg,
-			     enum kmsg_dump_reason reason)
+			     enum netoops_kind reason)
 {
 	struct netpoll_target *nt;
 
@@ -371,7 +419,7 @@ static void netoops_send_msg(const struct netoops_msg *msg,
  * the dump gives up.
  */
 static bool netoops_send_chunk(const struct netoops_msg *msg,
-			       enum kmsg_dump_reason reason, bool *lockless)
+			       enum netoops_kind reason, bool *lockless)
 {
 	unsigned long flags;
 	bool sent = true;
@@ -384,11 +432,11 @@ static bool netoops_send_chunk(const struct netoops_msg *msg,
 			spin_unlock(&netoops_targets.lock);
 			goto out;
 		}
-		if (reason != KMSG_DUMP_PANIC && panic_on_other_cpu())
+		if (reason != NETOOPS_PANIC && netoops_make_way())
 			break;
 		udelay(1);
 	}
-	if (reason == KMSG_DUMP_PANIC) {
+	if (reason == NETOOPS_PANIC) {
 		*lockless = true;
 		netoops_send_msg(msg, reason);
 	} else {
@@ -400,7 +448,7 @@ out:
 }
 
 static void netoops_send_log(struct netoops_buf *buf, size_t len,
-			     enum kmsg_dump_reason reason)
+			     enum netoops_kind reason)
 {
 	struct netoops_msg *msg = &buf->msg;
 	struct netoops_msg_header *h = &msg->header;
@@ -417,7 +465,7 @@ static void netoops_send_log(struct netoops_buf *buf, size_t len,
 					 NETOOPS_DATA_BYTES);
 
 			/* A live dump makes way for a panic on another CPU. */
-			if (reason != KMSG_DUMP_PANIC && panic_on_other_cpu())
+			if (reason != NETOOPS_PANIC && netoops_make_way())
 				return;
 			h->packet_no = cpu_to_le32(no);
 			memcpy(msg->data, buf->log + start, n);
@@ -430,7 +478,7 @@ static void netoops_send_log(struct netoops_buf *buf, size_t len,
 
 /* Fill in @buf for a dump of the whole log and send it. */
 static void netoops_send_dump(struct netoops_buf *buf,
-			      enum kmsg_dump_reason reason,
+			      enum netoops_kind reason,
 			      const struct pt_regs *regs)
 {
 	struct netoops_msg *msg = &buf->msg;
@@ -449,7 +497,7 @@ static void netoops_send_dump(struct netoops_buf *buf,
 	h->data_offset = cpu_to_le16(offsetof(struct netoops_msg, data));
 	h->arch = cpu_to_le16(NETOOPS_ARCH_X86);
 	h->arch_offset = cpu_to_le16(offsetof(struct netoops_msg, arch_data));
-	h->type = cpu_to_le16(reason == KMSG_DUMP_SOFT ?
+	h->type = cpu_to_le16(reason == NETOOPS_SOFT ?
 			      NETOOPS_TYPE_PRINTK_BUFFER_SOFT :
 			      NETOOPS_TYPE_PRINTK_BUFFER);
 	h->boot_id = cpu_to_le32(READ_ONCE(netoops_boot_id));
@@ -468,7 +516,7 @@ static void netoops_send_dump(struct netoops_buf *buf,
  * interrupted a send says nothing about the target: netpoll copes with a
  * transmit lock that the interrupted send holds.
  */
-static void netoops_check_faulted(const struct kmsg_dump_detail *detail)
+static void netoops_check_faulted(const struct netoops_detail *detail)
 {
 	struct netpoll_target *nt = this_cpu_read(netoops_sending);
 
@@ -490,21 +538,21 @@ static const struct netpoll_target_ops netoops_target_ops = {
 	.enabled	= netoops_target_enabled,
 };
 
-static void netoops_dump_panic(const struct kmsg_dump_detail *detail)
+static void netoops_dump_panic(const struct netoops_detail *detail)
 {
 	/* Only the panic's own CPU gets here; a second time, it faulted. */
 	if (test_and_set_bit(0, &netoops_panic_busy)) {
 		atomic_inc(&netoops_dumps_busy);
 		return;
 	}
-	netoops_send_dump(&netoops_panic, KMSG_DUMP_PANIC, detail->regs);
+	netoops_send_dump(&netoops_panic, NETOOPS_PANIC, detail->regs);
 	/* The panic goes on to reboot or halt: the bit stays set. */
 }
 
-static void netoops_dump_live(const struct kmsg_dump_detail *detail)
+static void netoops_dump_live(const struct netoops_detail *detail)
 {
 	/* The panic that ends this oops sends the same log and registers. */
-	if (detail->reason == KMSG_DUMP_OOPS && detail->panic_follows) {
+	if (detail->kind == NETOOPS_OOPS && detail->panic_follows) {
 		atomic_inc(&netoops_dumps_deferred);
 		return;
 	}
@@ -519,7 +567,7 @@ static void netoops_dump_live(const struct kmsg_dump_detail *detail)
 			pr_warn("dump_limit (%u) reached: no more oops or soft dumps this boot\n",
 				READ_ONCE(dump_limit));
 	} else {
-		netoops_send_dump(&netoops_live, detail->reason, detail->regs);
+		netoops_send_dump(&netoops_live, detail->kind, detail->regs);
 	}
 	/*
 	 * An oops or a soft dump returns.  A fault inside the dump does not:
@@ -529,29 +577,170 @@ static void netoops_dump_live(const struct kmsg_dump_detail *detail)
 	clear_bit(0, &netoops_live_busy);
 }
 
-static void netoops_dump(struct kmsg_dumper *dumper,
-			 const struct kmsg_dump_detail *detail)
+static void netoops_dump(const struct netoops_detail *detail)
 {
-	switch (detail->reason) {
-	case KMSG_DUMP_PANIC:
+	switch (detail->kind) {
+	case NETOOPS_PANIC:
 		netoops_check_faulted(detail);
 		netoops_dump_panic(detail);
 		break;
-	case KMSG_DUMP_OOPS:
-	case KMSG_DUMP_SOFT:
+	case NETOOPS_OOPS:
+	case NETOOPS_SOFT:
 		netoops_check_faulted(detail);
 		netoops_dump_live(detail);
-		break;
-	default:
 		break;
 	}
 }
 
+#ifdef KMSG_DUMP_HAVE_DETAIL
+static void netoops_dump_kmsg(struct kmsg_dumper *dumper,
+			      const struct kmsg_dump_detail *kd)
+{
+	struct netoops_detail detail = {
+		.regs = kd->regs,
+		.panic_follows = kd->panic_follows,
+	};
+
+	switch (kd->reason) {
+	case KMSG_DUMP_OOPS:
+		detail.kind = NETOOPS_OOPS;
+		break;
+	case KMSG_DUMP_PANIC:
+		detail.kind = NETOOPS_PANIC;
+		break;
+	case KMSG_DUMP_SOFT:
+		detail.kind = NETOOPS_SOFT;
+		break;
+	default:
+		return;
+	}
+	netoops_dump(&detail);
+}
+
 static struct kmsg_dumper netoops_dumper = {
-	.dump_detail	= netoops_dump,
+	.dump_detail	= netoops_dump_kmsg,
 	.max_reason	= KMSG_DUMP_OOPS,
 	.soft_dump	= true,
 };
+
+static int netoops_stock_init(void)
+{
+	return 0;
+}
+
+static void netoops_stock_exit(void)
+{
+}
+#else /* a stock kernel */
+/*
+ * The registers of each CPU's latest oops, copied by the die notifier
+ * (DIE_OOPS comes before the OOPS dump and the panic that may follow).  A
+ * dump takes the copy that the current task made: the task may have moved
+ * to another CPU since, and a task that oopsed and died must not hand its
+ * registers to a later task at the same address, hence the start time.
+ */
+struct netoops_oops_regs {
+	const struct task_struct	*task;
+	u64				start_time;
+	struct pt_regs			regs;
+};
+
+static DEFINE_PER_CPU(struct netoops_oops_regs, netoops_oops_regs);
+
+static int netoops_die(struct notifier_block *nb, unsigned long val, void *data)
+{
+	struct netoops_oops_regs *r = this_cpu_ptr(&netoops_oops_regs);
+	struct die_args *args = data;
+
+	if (val != DIE_OOPS || !args->regs)
+		return NOTIFY_DONE;
+	r->task = NULL;
+	barrier();
+	r->regs = *args->regs;
+	r->start_time = current->start_time;
+	barrier();
+	WRITE_ONCE(r->task, current);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block netoops_die_nb = {
+	.notifier_call	= netoops_die,
+};
+
+static const struct pt_regs *netoops_oops_regs_of_current(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct netoops_oops_regs *r = per_cpu_ptr(&netoops_oops_regs, cpu);
+
+		if (READ_ONCE(r->task) == current &&
+		    r->start_time == current->start_time)
+			return &r->regs;
+	}
+	return NULL;
+}
+
+static void netoops_dump_kmsg(struct kmsg_dumper *dumper,
+			      enum kmsg_dump_reason reason)
+{
+	struct netoops_detail detail = {
+		.regs = netoops_oops_regs_of_current(),
+		/*
+		 * panic_on_oops is not exported: only an oops in interrupt
+		 * context is known to end in a panic.
+		 */
+		.panic_follows = in_interrupt(),
+	};
+
+	if (reason == KMSG_DUMP_OOPS)
+		detail.kind = NETOOPS_OOPS;
+	else if (reason == KMSG_DUMP_PANIC)
+		detail.kind = NETOOPS_PANIC;
+	else
+		return;
+	netoops_dump(&detail);
+}
+
+static struct kmsg_dumper netoops_dumper = {
+	.dump		= netoops_dump_kmsg,
+	.max_reason	= KMSG_DUMP_OOPS,
+};
+
+/* sysrq y: the stock kernel has no soft dump of its own */
+static void netoops_sysrq_soft(int key)
+{
+	struct netoops_detail detail = { .kind = NETOOPS_SOFT };
+
+	netoops_dump(&detail);
+}
+
+static const struct sysrq_key_op netoops_sysrq_op = {
+	.handler	= netoops_sysrq_soft,
+	.help_msg	= "soft-dump(y)",
+	.action_msg	= "Trigger a soft dump",
+	.enable_mask	= SYSRQ_ENABLE_DUMP,
+};
+
+static int netoops_stock_init(void)
+{
+	int err;
+
+	err = register_die_notifier(&netoops_die_nb);
+	if (err)
+		return err;
+	err = register_sysrq_key('y', &netoops_sysrq_op);
+	if (err)
+		unregister_die_notifier(&netoops_die_nb);
+	return err;
+}
+
+static void netoops_stock_exit(void)
+{
+	unregister_sysrq_key('y', &netoops_sysrq_op);
+	unregister_die_notifier(&netoops_die_nb);
+}
+#endif
 
 static ssize_t netoops_boot_id_show(struct kobject *kobj,
 				    struct kobj_attribute *attr, char *buf)
@@ -637,6 +826,14 @@ static struct netoops_count_attr netoops_count_attrs[] = {
 	NETOOPS_COUNT_ATTR(skb_drops),
 };
 
+static ssize_t netoops_mode_show(struct kobject *kobj,
+				 struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", NETOOPS_MODE);
+}
+
+static struct kobj_attribute netoops_mode_attr =
+	__ATTR(mode, 0444, netoops_mode_show, NULL);
 static struct kobj_attribute netoops_boot_id_attr =
 	__ATTR(netoops_boot_id, 0644, netoops_boot_id_show,
 	       netoops_boot_id_store);
@@ -647,6 +844,7 @@ static struct kobj_attribute netoops_user_blob_attr =
 static struct attribute *netoops_attrs[] = {
 	&netoops_boot_id_attr.attr,
 	&netoops_user_blob_attr.attr,
+	&netoops_mode_attr.attr,
 	&netoops_count_attrs[0].attr.attr,
 	&netoops_count_attrs[1].attr.attr,
 	&netoops_count_attrs[2].attr.attr,
@@ -719,7 +917,14 @@ static int __init netoops_init(void)
 	err = kmsg_dump_register(&netoops_dumper);
 	if (err)
 		goto err_unregister_targets;
+	err = netoops_stock_init();
+	if (err)
+		goto err_unregister_dumper;
+	pr_info("running on a %s kernel\n", NETOOPS_MODE);
 	return 0;
+
+err_unregister_dumper:
+	kmsg_dump_unregister(&netoops_dumper);
 
 err_unregister_targets:
 	unregister_netpoll_targets(&netoops_targets);
@@ -734,6 +939,7 @@ err_free_log:
 
 static void __exit netoops_exit(void)
 {
+	netoops_stock_exit();
 	kmsg_dump_unregister(&netoops_dumper);
 	unregister_netpoll_targets(&netoops_targets);
 	kobject_put(netoops_kobj);
@@ -746,3 +952,4 @@ module_init(netoops_init);
 module_exit(netoops_exit);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Send the kernel log and crash facts over UDP on oops and panic");
+MODULE_INFO(netoops_mode, NETOOPS_MODE);
