@@ -18,10 +18,10 @@ KMAKE   := $(MAKE) -C $(KDIR) M=$(MODDIR) W=1 KCFLAGS=-Werror
 
 export CACHE FLAVOUR PYTHON
 
-.PHONY: all help deps kernel kernels modules initramfs style sparse check \
-	test demo bench clean distclean
+.PHONY: all help deps kernel kernels modules initramfs stock style sparse \
+	check test demo bench clean distclean
 
-all: modules initramfs
+all: modules initramfs stock
 
 help:
 	@echo "make deps       install the Debian packages the project needs"
@@ -29,6 +29,7 @@ help:
 	@echo "make kernels    build both flavours (debug and plain)"
 	@echo "make modules    build modules/*.ko against the patched tree (W=1, -Werror)"
 	@echo "make initramfs  build the guest initramfs for FLAVOUR"
+	@echo "make stock      Debian's own 6.1 kernel: headers, image, modules, initramfs"
 	@echo "make style      checkpatch --strict over modules/ and core-hooks/*.patch"
 	@echo "make sparse     sparse (C=2) over the modules"
 	@echo "make check      the whole test suite (host, style, sparse, guests)"
@@ -59,6 +60,11 @@ modules: kernel
 
 initramfs: modules
 	@bash qemu/mkinitramfs.sh $(CACHE) $(FLAVOUR)
+
+# Debian's unpatched kernel: the modules built against its linux-headers
+# (as DKMS builds them), its vmlinuz and its own modules for the guests.
+stock: initramfs
+	@bash qemu/stock.sh $(CACHE)
 
 style: kernel
 	@$(CHECKPATCH) -f modules/*.[ch]

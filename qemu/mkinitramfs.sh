@@ -12,7 +12,7 @@ cache=$(cd "$1" && pwd -P)
 flavour=$2
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$cache/out/$flavour
-mod=$cache/mod/$flavour
+mod=${STOCK_MOD:-$cache/mod/$flavour}
 busybox=/bin/busybox
 # ldd fails on a static binary; the guest has no shared libraries.
 if [ ! -x "$busybox" ] || ldd "$busybox" >/dev/null 2>&1; then
@@ -41,6 +41,18 @@ trap 'rm -f "$spec"' EXIT
 		echo "file /lib/modules/nto/$(basename "$ko") $ko 644 0 0"
 	done
 	ref=$out/drivers/net/netconsole.ko
+	# Debian's kernel (qemu/stock.sh): its own modules, loaded by /init in
+	# the order of /lib/modules/stock/order, and its netconsole.ko as the
+	# reference peer
+	if [ -n "${STOCK_KDIR:-}" ]; then
+		ref=$STOCK_KDIR/kernel/drivers/net/netconsole.ko
+		echo "dir /lib/modules/stock 755 0 0"
+		while read -r m; do
+			echo "file /lib/modules/stock/$(basename "$m") $STOCK_KDIR/$m 644 0 0"
+		done <"$STOCK_ORDER"
+		sed 's|.*/||' "$STOCK_ORDER" >"$cache/stock/order"
+		echo "file /lib/modules/stock/order $cache/stock/order 644 0 0"
+	fi
 	[ -f "$ref" ] && echo "file /lib/modules/ref/netconsole.ko $ref 644 0 0"
 	for f in "$top"/tests/guest/*; do
 		[ -f "$f" ] || continue

@@ -13,8 +13,11 @@ from harness import (HOST_MAC, Guest, Netns, cache_dir, flavour, leftovers,
                      run_guest)
 
 
-def kernel_release() -> str:
-    rel = cache_dir() / "out" / flavour() / "include/config/kernel.release"
+def kernel_release(kernel: str | None = None) -> str:
+    kernel = kernel or flavour()
+    if kernel == "stock":
+        return (cache_dir() / "stock" / "release").read_text().strip()
+    rel = cache_dir() / "out" / kernel / "include/config/kernel.release"
     return rel.read_text().strip()
 
 

@@ -123,12 +123,15 @@ def escaped(text: bytes) -> bytes:
 
 # --- parity ---------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def parity():
+# On the patched debug kernel the reference is the in-tree netconsole.ko
+# built from the same tree; on Debian's stock kernel it is Debian's own
+# netconsole.ko from the same linux-image package, which ours replaces.
+@pytest.fixture(scope="module", params=[None, "stock"], ids=["patched", "stock"])
+def parity(request):
     with Netns() as ns:
         listeners = {k: ns.udp_listener(port)
                      for k, port in PARITY_PORTS.items()}
-        res = run_guest("nc_parity", ns, timeout=300,
+        res = run_guest("nc_parity", ns, timeout=300, kernel_flavour=request.param,
                         args={"hostmac": HOST_MAC})
         keys = list(listeners)
         settle([listeners[k] for k in keys],
@@ -230,12 +233,12 @@ def test_parity_configfs_matches(parity):
 
 # --- configuration ------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def config():
+@pytest.fixture(scope="module", params=[None, "stock"], ids=["patched", "stock"])
+def config(request):
     with Netns() as ns:
         listeners = {port: ns.udp_listener(port, fam)
                      for port, fam in CONFIG_PORTS.items()}
-        res = run_guest("nc_config", ns, timeout=300,
+        res = run_guest("nc_config", ns, timeout=300, kernel_flavour=request.param,
                         args={"hostmac": HOST_MAC})
         settle([listeners[p] for p in (6701, 6702, 6703)],
                [b"nc-cfg after rmdir"] * 3)

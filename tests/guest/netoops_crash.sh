@@ -11,6 +11,7 @@
 . /tests/netoops_lib.sh
 netoops_load
 netoops_setid
+result mode "$(cat $sys/mode)"
 result ready
 # nto.trigger=tcp: crash when the host connects to TCP port 7000, so that
 # several guests can crash at the same moment.

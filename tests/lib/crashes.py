@@ -38,12 +38,14 @@ class Crash:
 def crash(script: str = "netoops_crash", *, how: str = "sysrq",
           allow: list[str] = (), cmdline: str = "", args: dict | None = None,
           family: str = "inet", timeout: float = 240, index: int = 0,
+          kernel: str | None = None,
           when_armed: Callable[[Guest], None] | None = None) -> Crash:
     """Boot one guest running ``script``, let it crash, return the dumps."""
     with Netns() as ns:
         port = ns.udp_listener(proto.PORT, family=family)
         guest = Guest(ns, script, index=index, timeout=timeout, allow=allow,
                       cmdline=cmdline, monitor=when_armed is not None,
+                      kernel_flavour=kernel,
                       args={"hostmac": HOST_MAC, "how": how,
                             "bootid": str(BOOT_ID), "blob": BLOB,
                             **(args or {})}).start()
@@ -56,9 +58,9 @@ def crash(script: str = "netoops_crash", *, how: str = "sysrq",
     return Crash(res, group([p for _, p in packets]), len(packets))
 
 
-def check_header(dump: RawDump, blob: str = BLOB) -> None:
+def check_header(dump: RawDump, blob: str = BLOB, kernel: str | None = None) -> None:
     from test_harness import kernel_release
-    assert proto.cstring(dump.same("kernel_version")) == kernel_release()
+    assert proto.cstring(dump.same("kernel_version")) == kernel_release(kernel)
     assert dump.same("boot_id") == BOOT_ID
     assert proto.cstring(dump.same("user_blob")) == blob
 

@@ -315,12 +315,16 @@ class Guest:
 
     def argv(self) -> list[str]:
         cache = cache_dir()
-        kernel = cache / "out" / self.flavour / "arch/x86/boot/bzImage"
+        if self.flavour == "stock":     # Debian's own kernel: qemu/stock.sh
+            kernel = cache / "stock" / "kernel"
+        else:
+            kernel = cache / "out" / self.flavour / "arch/x86/boot/bzImage"
         initrd = cache / f"initramfs-{self.flavour}.cpio"
         for f in (kernel, initrd):
             if not f.exists():
                 raise FileNotFoundError(f"{f} missing: run `make initramfs "
-                                        f"FLAVOUR={self.flavour}` first")
+                                        f"FLAVOUR={self.flavour}` (or `make "
+                                        f"stock`) first")
         # idle=halt: TCG's "max" CPU is an AMD family 0xf part, for which
         # the kernel picks the erratum-400 (C1E) idle routine; under TCG it
         # stalled early boot now and then.

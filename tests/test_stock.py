@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: GPL-2.0
+"""netoops on Debian's own, unpatched 6.1 kernel.
+
+The guests boot the vmlinuz of Debian's linux-image package with the
+package's own virtio, configfs and veth modules (qemu/stock.sh), and our
+modules built against the matching linux-headers package.  There netoops
+takes the registers of an oops from the die notifier and registers sysrq y
+itself.
+"""
+
+from __future__ import annotations
+
+from crashes import ALLOW_OOPS, ALLOW_PANIC, check_header, crash, zero_registers
+from dumps import console_rip, group
+from harness import HOST_MAC, Netns, run_guest
+from netoops_collector import proto
+from test_harness import kernel_release
+
+STOCK = "stock"
+ALLOW_SYSRQ = ALLOW_PANIC + [r"Kernel panic - not syncing: sysrq triggered crash"]
+
+
+def text_of(dump) -> str:
+    return dump.text(allow_missing=True).decode(errors="replace")
+
+
+def test_stock_release_is_debians():
+    assert kernel_release(STOCK).startswith("6.1.0-") and \
+        kernel_release(STOCK).endswith("-amd64")
+
+
+def test_stock_sysrq_crash_sends_a_complete_panic_dump():
+    c = crash(how="sysrq", allow=ALLOW_SYSRQ, kernel=STOCK)
+    c.result.assert_crashed()
+    assert c.result.values("mode") == ["stock"]
+    assert "netoops: running on a stock kernel" in c.result.console
+    dump = c.only_dump()
+    dump.assert_complete()
+    check_header(dump, kernel=STOCK)
+    assert dump.same("type") == proto.TYPE_OOPS
+    assert "Kernel panic - not syncing: sysrq triggered crash" in text_of(dump)
+    assert zero_registers(dump)
+
+
+def test_stock_oops_in_process_context_carries_the_oops_registers():
+    c = crash(how="null", allow=ALLOW_OOPS, kernel=STOCK)
+    c.result.assert_ok()
+    assert c.result.values("alive") == [""]
+    dump = c.only_dump()
+    dump.assert_complete()
+    check_header(dump, kernel=STOCK)
+    assert dump.packets[0].registers["rip"] == \
+        console_rip(c.result.console, "nto_crash_null_deref")
+
+
+def test_stock_oop_in_timer_panics_with_the_oops_registers():
+    allow = ALLOW_OOPS + ALLOW_PANIC + [
+        r"Kernel panic - not syncing: Fatal exception in interrupt"]
+    c = crash(how="timer", allow=allow, kernel=STOCK)
+    c.result.assert_crashed()
+    # An oops in interrupt context always panics: one dump, the panic's.
+    dump = c.only_dump()
+    dump.assert_complete()
+    assert "Fatal exception in interrupt" in text_of(dump)
+    assert dump.packets[0].registers["rip"] == \
+        console_rip(c.result.console, "nto_crash_null_deref")
+
+
+def test_stock_sysrq_y_sends_soft_dumps_and_the_guest_runs_on():
+    with Netns() as ns:
+        first = ns.udp_listener(2004)
+        second = ns.udp_listener(2005)
+        res = run_guest("netoops_live", ns, timeout=240, kernel_flavour=STOCK,
+                        args={"hostmac": HOST_MAC})
+        got = [group(l.payloads()) for l in (first, second)]
+    res.assert_ok()
+    assert res.values("alive") == [""]
+    assert res.value("counters") == "2 0 0 0"
+    for dumps in got:
+        assert len(dumps) == 2
+        for dump in dumps:
+            dump.assert_complete()
+            assert dump.same("type") == proto.TYPE_SOFT
+            assert zero_registers(dump)
+            assert text_of(dump).rstrip("\n").endswith("sysrq: Trigger a soft dump")
