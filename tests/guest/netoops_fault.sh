@@ -5,6 +5,7 @@
 . /tests/lib.sh
 . /tests/netoops_lib.sh
 kmod nto_faultdev
+echo 1 >/proc/sys/net/ipv6/conf/ntofault0/disable_ipv6
 ip link set ntofault0 up || fail "ntofault0 up"
 netoops_load
 netoops_setid
