@@ -35,7 +35,7 @@ def build() -> bool:
 def main() -> int:
     built = build()
     argv = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE",
-            "--tb=short", f"--nto-extra-failed={0 if built else 1}",
+            "--tb=short", "--durations=15", f"--nto-extra-failed={0 if built else 1}",
             "collector/tests", "tests"] + sys.argv[1:]
     rc = subprocess.call(argv, cwd=TOP)
     if rc == 5:           # pytest collected nothing: that is a failure here

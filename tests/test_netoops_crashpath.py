@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from crashes import (ALLOW_NMI_PANIC, ALLOW_OOPS, ALLOW_PANIC, BLOB,
-                     check_header, check_nmi_lockdep, crash, zero_registers)
+from crashes import (ALLOW_NMI_PANIC, ALLOW_OOPS, ALLOW_PANIC, BLOB, Crash,
+                     check_header, check_nmi_lockdep, crash_many, zero_registers)
 from dumps import console_regs, console_rip, group
 from harness import HOST_MAC, Guest, Netns
 from netoops_collector import proto
@@ -19,14 +19,60 @@ from netoops_collector.report import analyse, strip_levels
 
 ALLOW_SYSRQ = ALLOW_PANIC + [r"Kernel panic - not syncing: sysrq triggered crash"]
 ALLOW_FATAL = ALLOW_OOPS + ALLOW_PANIC + [r"Kernel panic - not syncing: Fatal exception"]
+ALLOW_STORM = ALLOW_OOPS + ALLOW_SYSRQ
+ALLOW_OOM = ALLOW_PANIC + [r"Kernel panic - not syncing: nto_crash: out of memory"]
+ALLOW_WATCHDOG = ALLOW_PANIC + [
+    r"INFO: task insmod:\d+ blocked", r"soft lockup",
+    r"Kernel panic - not syncing: (hung_task: blocked tasks|softlockup: hung tasks)"]
+
+
+# What an oops in the transmit routine leaves behind: the shell dies holding
+# netoops's lock, with interrupts off, and do_exit() says so (lockdep is
+# already off: the oops tainted the kernel).
+ALLOW_XMIT_FAULT = [
+    r"BUG: KASAN: null-ptr-deref in nto_faultdev_crash",
+    r"BUG: kernel NULL pointer dereference", r"Oops: ", r"Call Trace:",
+    r"---\[ end trace", r"Kernel panic - not syncing: sysrq triggered crash",
+    r"---\[ end Kernel panic",
+    r"BUG: sleeping function called from invalid context at include/linux/cgroup-defs.h",
+]
+
+
+def inject_nmi(guest: Guest) -> None:
+    guest.hmp("nmi")
+
+
+# Every single-guest crash of this file.  They boot one at a time: on two
+# cores, parallel debug guests are slower in all and stall in early boot.
+SPECS = {
+    "panic_on_oops": dict(how="null", cmdline="oops=panic", allow=ALLOW_FATAL),
+    "oops2": dict(how="oops2", cmdline="oops=panic", allow=ALLOW_FATAL),
+    "concurrent": dict(script="netoops_concurrent", allow=ALLOW_SYSRQ),
+    "nmi": dict(how="nmi", cmdline="unknown_nmi_panic",
+                allow=ALLOW_PANIC + ALLOW_NMI_PANIC, when_armed=inject_nmi),
+    "fault": dict(script="netoops_fault", allow=ALLOW_XMIT_FAULT),
+    "storm": dict(script="netoops_storm", allow=ALLOW_STORM, timeout=400,
+                  args={"limit": "5"}),
+    "oom": dict(how="oom", allow=ALLOW_OOM, timeout=400),
+    "hang": dict(how="hang", cmdline="hung_task_panic=1", allow=ALLOW_WATCHDOG),
+    "lockup": dict(how="lockup", cmdline="softlockup_panic=1 watchdog_thresh=2",
+                   allow=ALLOW_WATCHDOG),
+    "levels": dict(how="sysrq", allow=ALLOW_SYSRQ),
+    "ipv6": dict(how="sysrq", allow=ALLOW_SYSRQ, family="inet6", args={"v6": "1"}),
+}
+
+
+@pytest.fixture(scope="module")
+def ran() -> dict[str, Crash]:
+    return crash_many(SPECS, parallel=1)
 
 
 def text_of(dump) -> str:
     return dump.text(allow_missing=True).decode(errors="replace")
 
 
-def test_panic_on_oops_sends_one_dump_with_the_oops_registers():
-    c = crash(how="null", cmdline="oops=panic", allow=ALLOW_FATAL)
+def test_panic_on_oops_sends_one_dump_with_the_oops_registers(ran):
+    c = ran["panic_on_oops"]
     c.result.assert_crashed()
     # The OOPS dump is left to the panic that follows: one dump, not two.
     dump = c.only_dump()
@@ -39,8 +85,8 @@ def test_panic_on_oops_sends_one_dump_with_the_oops_registers():
         console_rip(c.result.console, "nto_crash_null_deref")
 
 
-def test_two_cpus_oopsing_at_once_each_dump_has_its_own_registers():
-    c = crash(how="oops2", cmdline="oops=panic", allow=ALLOW_FATAL)
+def test_two_cpus_oopsing_at_once_each_dump_has_its_own_registers(ran):
+    c = ran["oops2"]
     c.result.assert_crashed()
     dump = c.only_dump()
     dump.assert_complete()
@@ -56,8 +102,8 @@ def test_two_cpus_oopsing_at_once_each_dump_has_its_own_registers():
     assert {k: regs[k] for k in printed} == printed
 
 
-def test_panic_while_another_cpu_sends_a_soft_dump():
-    c = crash("netoops_concurrent", allow=ALLOW_SYSRQ)
+def test_panic_while_another_cpu_sends_a_soft_dump(ran):
+    c = ran["concurrent"]
     c.result.assert_crashed()
     soft = [d for d in c.dumps if d.same("type") == proto.TYPE_SOFT]
     panic = [d for d in c.dumps if d.same("type") == proto.TYPE_OOPS]
@@ -71,10 +117,8 @@ def test_panic_while_another_cpu_sends_a_soft_dump():
     assert zero_registers(panic[0])
 
 
-def test_panic_in_nmi_context():
-    c = crash(how="nmi", cmdline="unknown_nmi_panic",
-              allow=ALLOW_PANIC + ALLOW_NMI_PANIC,
-              when_armed=lambda g: g.hmp("nmi"))
+def test_panic_in_nmi_context(ran):
+    c = ran["nmi"]
     c.result.assert_crashed()
     check_nmi_lockdep(c.result.console)
     dump = c.only_dump()
@@ -86,20 +130,10 @@ def test_panic_in_nmi_context():
     assert zero_registers(dump)
 
 
-# What an oops in the transmit routine leaves behind: the shell dies holding
-# netoops's lock, with interrupts off, and do_exit() says so (lockdep is
-# already off: the oops tainted the kernel).
-ALLOW_XMIT_FAULT = [
-    r"BUG: KASAN: null-ptr-deref in nto_faultdev_crash",
-    r"BUG: kernel NULL pointer dereference", r"Oops: ", r"Call Trace:",
-    r"---\[ end trace", r"Kernel panic - not syncing: sysrq triggered crash",
-    r"---\[ end Kernel panic",
-    r"BUG: sleeping function called from invalid context at include/linux/cgroup-defs.h",
-]
 
 
-def test_fault_inside_the_dump_leaves_the_panic_dump_working():
-    c = crash("netoops_fault", allow=ALLOW_XMIT_FAULT)
+def test_fault_inside_the_dump_leaves_the_panic_dump_working(ran):
+    c = ran["fault"]
     assert c.result.status == "crash", c.result.excerpt()
     assert c.result.values("alive") == [""], c.result.excerpt()
     sent, skipped, busy, deferred = map(int, c.result.value("counters").split())
@@ -113,9 +147,8 @@ def test_fault_inside_the_dump_leaves_the_panic_dump_working():
     assert "RIP: 0010:nto_faultdev_crash" in text_of(panic[0])
 
 
-def test_oops_storm_is_capped_and_the_panic_still_goes_out():
-    allow = ALLOW_OOPS + ALLOW_SYSRQ
-    c = crash("netoops_storm", allow=allow, timeout=400, args={"limit": "5"})
+def test_oops_storm_is_capped_and_the_panic_still_goes_out(ran):
+    c = ran["storm"]
     c.result.assert_crashed()
     sent, skipped, busy, deferred = map(int, c.result.value("counters").split())
     assert (sent, skipped, busy, deferred) == (5, 45, 0, 0)
@@ -132,9 +165,8 @@ def test_oops_storm_is_capped_and_the_panic_still_goes_out():
     assert c.packets == sum(len(d.packets) for d in oopses + panic)
 
 
-def test_panic_under_memory_exhaustion_sends_the_newest_chunks_first():
-    allow = ALLOW_PANIC + [r"Kernel panic - not syncing: nto_crash: out of memory"]
-    c = crash(how="oom", allow=allow, timeout=400)
+def test_panic_under_memory_exhaustion_sends_the_newest_chunks_first(ran):
+    c = ran["oom"]
     c.result.assert_crashed()
     dump = c.only_dump()
     got = sorted({p.packet_no for p in dump.packets})
@@ -147,14 +179,12 @@ def test_panic_under_memory_exhaustion_sends_the_newest_chunks_first():
     assert "Kernel panic - not syncing: nto_crash: out of memory" in text_of(dump)
 
 
-@pytest.mark.parametrize("how,cmdline,title", [
-    ("hang", "hung_task_panic=1", "INFO: task hung in nto_crash_init"),
-    ("lockup", "softlockup_panic=1 watchdog_thresh=2", "BUG: soft lockup in nto_crash_lockup"),
+@pytest.mark.parametrize("how,title", [
+    ("hang", "INFO: task hung in nto_crash_init"),
+    ("lockup", "BUG: soft lockup in nto_crash_lockup"),
 ])
-def test_watchdog_panics_carry_no_registers(how: str, cmdline: str, title: str):
-    allow = ALLOW_PANIC + [r"INFO: task insmod:\d+ blocked", r"soft lockup",
-                           r"Kernel panic - not syncing: (hung_task: blocked tasks|softlockup: hung tasks)"]
-    c = crash(how=how, cmdline=cmdline, allow=allow)
+def test_watchdog_panics_carry_no_registers(ran, how: str, title: str):
+    c = ran[how]
     c.result.assert_crashed()
     dump = c.only_dump()
     dump.assert_complete()
@@ -163,8 +193,8 @@ def test_watchdog_panics_carry_no_registers(how: str, cmdline: str, title: str):
     assert analyse(text_of(dump)).title == title
 
 
-def test_level_prefixes_are_sent_and_the_collector_reads_both_forms():
-    c = crash(how="sysrq", allow=ALLOW_SYSRQ)
+def test_level_prefixes_are_sent_and_the_collector_reads_both_forms(ran):
+    c = ran["levels"]
     c.result.assert_crashed()
     dump = c.only_dump()
     text = text_of(dump)
@@ -176,8 +206,8 @@ def test_level_prefixes_are_sent_and_the_collector_reads_both_forms():
         "Kernel panic - not syncing: sysrq triggered crash"
 
 
-def test_ipv6_target_gets_a_complete_panic_dump():
-    c = crash(how="sysrq", allow=ALLOW_SYSRQ, family="inet6", args={"v6": "1"})
+def test_ipv6_target_gets_a_complete_panic_dump(ran):
+    c = ran["ipv6"]
     c.result.assert_crashed()
     dump = c.only_dump()
     dump.assert_complete()
@@ -190,13 +220,13 @@ A, B = "A" * 100, "B" * 60
 def test_blob_rewritten_in_a_tight_loop_never_holds_up_the_panic():
     """20 panics (10 sysrq on CPU 0, 10 NMIs) with CPU 1 rewriting the blob."""
     runs = []
-    for batch in range(5):
+    for batch in range(10):
         with Netns() as ns:
             port = ns.udp_listener(proto.PORT)
             guests = []
-            for i in range(4):
+            for i in range(2):
                 nmi = i % 2 == 1
-                args = {"hostmac": HOST_MAC, "bootid": str(1000 + 4 * batch + i),
+                args = {"hostmac": HOST_MAC, "bootid": str(1000 + 2 * batch + i),
                         "blob": BLOB, "blobloop": "1",
                         "how": "nmi" if nmi else "sysrq", "cpu": "0"}
                 guests.append(Guest(ns, "netoops_crash", index=i, timeout=300,
@@ -215,7 +245,7 @@ def test_blob_rewritten_in_a_tight_loop_never_holds_up_the_panic():
         for i, res in enumerate(results):
             res.assert_crashed()
             check_nmi_lockdep(res.console)
-            dump = by_boot.get(1000 + 4 * batch + i)
+            dump = by_boot.get(1000 + 2 * batch + i)
             assert dump is not None, f"batch {batch} guest {i}: no dump\n{res.excerpt()}"
             dump.assert_complete()
             assert proto.cstring(dump.same("user_blob")) in (A, B)
