@@ -145,16 +145,14 @@ def check(buf: bytes) -> tuple[int, ...]:
         raise DecodeError("arch", f"arch {arch}")
     if type_ not in TYPES:
         raise DecodeError("type", f"type {type_}")
-    if arch_offset < HEADER_SIZE or data_offset < arch_offset + ARCH_SIZE:
+    # Exactly the v3 layout: a self-consistent other layout is not v3, and
+    # would let a forged datagram of another size pass.
+    if arch_offset != ARCH_OFFSET or data_offset != DATA_OFFSET:
         raise DecodeError("offsets", f"arch_offset {arch_offset} data_offset {data_offset}")
-    end = data_offset + DATA_BYTES
-    if end > n:
-        # A short datagram is a truncated packet; a full-size one that
-        # points past its own end has a bad offset.
-        raise DecodeError("truncated" if n < PACKET_SIZE else "offsets",
-                          f"{n} bytes, data_offset {data_offset}")
-    if end < n:
-        raise DecodeError("oversize", f"{n} bytes, expected {end}")
+    if n < PACKET_SIZE:
+        raise DecodeError("truncated", f"{n} bytes, a packet is {PACKET_SIZE}")
+    if n > PACKET_SIZE:
+        raise DecodeError("oversize", f"{n} bytes, a packet is {PACKET_SIZE}")
     if count == 0 or count > MAX_PACKET_COUNT:
         raise DecodeError("packet_count", f"packet_count {count}")
     if no >= count:

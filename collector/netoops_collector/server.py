@@ -32,7 +32,9 @@ DEFAULT_RCVBUF = 8 << 20
 _BATCH = 512             # datagrams read from one socket per wake-up
 _STORE_BUDGET = 0.05     # seconds of storing per round once the sockets are drained
 _MAX_READY = 64          # finalised dumps waiting beyond this are stored regardless
-_RECV_SIZE = 4096        # larger datagrams are cut, and rejected as oversize
+# One byte more than a packet: a longer datagram reads as oversize, and
+# MSG_TRUNC says it was longer still (never a cut datagram taken as whole).
+_RECV_SIZE = proto.PACKET_SIZE + 1
 _SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
@@ -260,7 +262,9 @@ class Server:
         n = 0
         try:
             for n in range(1, _BATCH + 1):
-                buf, addr = sock.recvfrom(_RECV_SIZE)
+                buf, _, flags, addr = sock.recvmsg(_RECV_SIZE)
+                if flags & socket.MSG_TRUNC:
+                    buf += b"\0"      # cut: longer than a packet, oversize
                 src = sources.get(addr)
                 if src is None:
                     if len(sources) > 4096:

@@ -184,3 +184,36 @@ def test_listen_failure_is_reported(tmp_path: Path):
     assert res.returncode == 4
     assert f"cannot listen on 127.0.0.1:{port}" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def forged_large(genuine: bytes, size: int) -> bytes:
+    """A datagram of ``size`` bytes whose first 4096 bytes are a layout that
+    is self-consistent at 4096 bytes (data at 3072) with the genuine dump's
+    keys: what a 4096-byte read used to accept as a packet."""
+    p = proto.decode(genuine)
+    head = bytearray(proto.encode(dump_id=p.dump_id, boot_id=p.boot_id,
+                                  packet_count=p.packet_count, packet_no=0,
+                                  data=b"forged"))
+    head[4:6] = (3072).to_bytes(2, "little")           # data_offset
+    return bytes(head[:proto.DATA_OFFSET]).ljust(size, b"F")
+
+
+@pytest.mark.parametrize("size", [4096, 5000, 65000, proto.PACKET_SIZE + 1])
+def test_datagrams_longer_than_a_packet_are_rejected_and_change_nothing(
+        tmp_path: Path, serve_factory, size: int):
+    db = tmp_path / "c.sqlite3"
+    srv = serve_factory(db, "--quiet-timeout", "30")
+    real = packets(fixture("null_deref.txt"), copies=3, boot_id=21)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp(srv.port, [forged_large(real[0], size)] * 3 + real, sock=sock)
+    sock.close()
+    line = srv.wait_for("dump 1 from 127.0.0.1:")
+    assert "complete" in line and "nto_crash_null_deref" in line
+    assert srv.stop() == 0
+    [dump] = cli_json("--db", db, "list")
+    assert dump["complete"] is True and dump["boot_id"] == 21
+    shown = cli_json("--db", db, "show", "1")
+    assert "forged" not in shown["log"] and "FFFF" not in shown["log"]
+    c = cli_json("--db", db, "stats")["counters"]
+    assert c.get("rejected_oversize", 0) + c.get("rejected_offsets", 0) == 3
+    assert c["accepted"] == chunk_count(fixture("null_deref.txt"))
