@@ -85,3 +85,15 @@ def test_harness_leaves_nothing_behind():
     out = subprocess.run(["ip", "netns", "list"], capture_output=True,
                          text=True).stdout
     assert name not in out
+
+
+def test_guest_dying_before_init_is_booted_once_more():
+    # No /init to run: the kernel panics before the test script starts, and
+    # the harness boots the guest a second time before reporting the crash.
+    g = Guest(None, "boot", timeout=120, cmdline="rdinit=/nonexistent",
+              allow=[r"Kernel panic - not syncing: VFS: Unable to mount root fs",
+                     r"Call Trace:", r"---\[ end Kernel panic"])
+    res = g.run()
+    assert g.retried
+    assert res.status == "crash" and not res.splats, res.excerpt()
+    assert "Unable to mount root fs" in res.console
