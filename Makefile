@@ -51,11 +51,7 @@ kernels: deps
 # per-flavour copy under the cache (rsync keeps the timestamps, so the build
 # stays incremental) and the work tree stays clean.
 modules: kernel
-	@mkdir -p $(MODDIR)
-	@rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' \
-		--exclude '*.mod*' --exclude '*.order' --exclude '*.symvers' \
-		--include 'Kbuild' --include 'modules/***' --include 'tests/' \
-		--include 'tests/kmod/***' --exclude '*' $(CURDIR)/ $(MODDIR)/
+	@bash qemu/copy-modules.sh $(CURDIR) $(MODDIR)
 	@$(KMAKE) modules
 
 initramfs: modules

@@ -68,11 +68,7 @@ echo "$rel" >"$cache/stock/release"
 
 # 3. Our modules against Debian's headers
 mod=$cache/mod/stock
-mkdir -p "$mod"
-rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' \
-	--exclude '*.mod*' --exclude '*.order' --exclude '*.symvers' \
-	--include 'Kbuild' --include 'modules/***' --include 'tests/' \
-	--include 'tests/kmod/***' --exclude '*' "$top/" "$mod/"
+bash "$top/qemu/copy-modules.sh" "$top" "$mod"
 make -s -C "/lib/modules/$rel/build" M="$mod" W=1 KCFLAGS=-Werror modules 2>&1 |
 	grep -v '^Skipping BTF generation' || true
 for m in modules/netpoll_targets modules/netconsole modules/netoops tests/kmod/nto_crash; do
