@@ -31,6 +31,14 @@ class Crash:
         return [d for d in self.dumps if d.same("type") == proto.TYPE_OOPS
                 and b"Kernel panic - not syncing" in d.text(allow_missing=True)]
 
+    def whole_dump(self, kernel: str | None = None) -> RawDump:
+        """The guest died as intended and sent one complete dump."""
+        self.result.assert_crashed()
+        dump = self.only_dump()
+        dump.assert_complete()
+        check_header(dump, kernel=kernel)
+        return dump
+
     def only_dump(self) -> RawDump:
         assert len(self.dumps) == 1, [(d.dump_id, d.count, len(d.packets))
                                       for d in self.dumps]
