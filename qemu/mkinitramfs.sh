@@ -6,6 +6,12 @@
 # It holds static busybox, qemu/init, the out-of-tree modules as
 # /lib/modules/nto/*.ko, the in-tree netconsole.ko (the reference peer) as
 # /lib/modules/ref/netconsole.ko and every tests/guest/* script under /tests.
+#
+# For the patched flavours it also builds initramfs-<flavour>-kdump.cpio for
+# the kdump test: the same, plus Debian's kexec (qemu/kexec.sh) and its
+# libraries, the flavour's bzImage as /boot/bzImage and, as
+# /boot/capture.cpio, a small initramfs for the capture kernel (busybox,
+# /init, /tests).
 set -euo pipefail
 
 cache=$(cd "$1" && pwd -P)
@@ -62,3 +68,34 @@ trap 'rm -f "$spec"' EXIT
 "$gen" -t 0 "$spec" >"$cache/initramfs-$flavour.cpio.tmp"
 mv "$cache/initramfs-$flavour.cpio.tmp" "$cache/initramfs-$flavour.cpio"
 echo "mkinitramfs: $cache/initramfs-$flavour.cpio ($(grep -c '^file' "$spec") files)"
+
+[ -n "${STOCK_KDIR:-}" ] && exit 0
+kexec=$(bash "$top/qemu/kexec.sh" "$cache")
+capture=$(mktemp)
+kspec=$(mktemp)
+trap 'rm -f "$spec" "$capture" "$kspec"' EXIT
+# The capture kernel's initramfs: what /init needs to run a /tests script
+grep -E '^(dir|nod|slink) |^file /(bin/busybox|init|tests/)' "$spec" >"$kspec"
+"$gen" -t 0 "$kspec" >"$capture"
+{
+	cat "$spec"
+	echo "dir /boot 755 0 0"
+	echo "file /sbin/kexec $kexec 755 0 0"
+	echo "file /boot/bzImage $out/arch/x86/boot/bzImage 644 0 0"
+	echo "file /boot/capture.cpio $capture 644 0 0"
+	# kexec's shared libraries, at the paths ldd names, after the
+	# directories they need (parents first)
+	libs=$(ldd "$kexec" | grep -o '/[^ ]*')
+	for lib in $libs; do
+		d=$(dirname "$lib")
+		while [ "$d" != / ]; do echo "$d"; d=$(dirname "$d"); done
+	done | sort -u | while read -r d; do
+		grep -qx "dir $d 755 0 0" "$spec" || echo "dir $d 755 0 0"
+	done
+	for lib in $libs; do
+		echo "file $lib $(readlink -f "$lib") 755 0 0"
+	done
+} >"$kspec"
+"$gen" -t 0 "$kspec" >"$cache/initramfs-$flavour-kdump.cpio.tmp"
+mv "$cache/initramfs-$flavour-kdump.cpio.tmp" "$cache/initramfs-$flavour-kdump.cpio"
+echo "mkinitramfs: $cache/initramfs-$flavour-kdump.cpio"
