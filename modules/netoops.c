@@ -8,14 +8,17 @@
  * netoops= parameter).  The packet format is in netoops_wire.h.
  *
  * The panic dump allocates nothing: its buffers and skbs are allocated at
- * load time.  Oops and soft dumps send through netpoll_send_udp(), which
+ * load time, and when the device has not let go of them yet (most NICs free
+ * sent skbs only from NAPI, which never runs again after a panic) it polls
+ * the device for completions as netpoll does; it never falls back to the
+ * allocator.  Oops and soft dumps send through netpoll_send_udp(), which
  * takes one skb per packet (GFP_ATOMIC, falling back on netpoll's pool of
  * 32).  No dump takes a sleeping lock; they run with interrupts off while
  * they transmit and wait only for bounded times (the README lists each).
  * A panic always gets its dump out: it has a message buffer of its own, so
  * a live dump that another CPU was sending when the panic stopped it does
- * not hold it up, and only a panic dump that faults into a second panic on
- * its own CPU gives up.
+ * not hold it up, and a send that faults inside the panic dump marks its
+ * target and the dump starts over for the targets that are left.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -26,6 +29,7 @@
 #include <linux/etherdevice.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/irq.h>
 #include <linux/kdebug.h>
 #include <linux/kmsg_dump.h>
 #include <linux/kobject.h>
@@ -36,6 +40,7 @@
 #include <linux/netpoll.h>
 #include <linux/nmi.h>
 #include <linux/notifier.h>
+#include <linux/panic_notifier.h>
 #include <linux/percpu.h>
 #include <linux/random.h>
 #include <linux/sched.h>
@@ -144,6 +149,14 @@ MODULE_PARM_DESC(dump_limit,
 
 /* A send to this target faulted: later dumps leave it alone. */
 #define NETOOPS_TARGET_FAULTED	BIT(0)
+/* The panic dump found its device unable to transmit, for good */
+#define NETOOPS_TARGET_STALLED	BIT(1)
+
+/*
+ * A panic dump whose send faults (a driver bug) starts over for the targets
+ * that are left, at most this many times in all.
+ */
+#define NETOOPS_PANIC_TRIES	4
 
 static struct netpoll_targets netoops_targets;
 
@@ -174,6 +187,14 @@ static atomic_t netoops_dumps_sent;
 static atomic_t netoops_dumps_skipped;
 static atomic_t netoops_dumps_busy;
 static atomic_t netoops_dumps_deferred;
+static atomic_t netoops_targets_faulted;	/* sends that faulted */
+static atomic_t netoops_panic_retries;	/* panic dumps started over */
+
+/* The CPU sending the panic dump, or -1 */
+static int netoops_panic_cpu = -1;
+static int netoops_panic_faults;	/* targets_faulted when it started */
+static unsigned int netoops_panic_tries;
+static const struct pt_regs *netoops_panic_regs;	/* of its first try */
 
 static u32 netoops_boot_id;
 
@@ -240,15 +261,40 @@ static void netoops_pause(unsigned int us)
  * panic), or a CPU it stopped, holds that lock or a slab lock.  A pool skb
  * is ours again when the driver has let go of it: netoops keeps one
  * reference, so the driver's free only drops its own.
+ *
+ * Most NICs let go only in their NAPI poll, which nothing runs after a
+ * panic, and stop their transmit queue when the ring is nearly full: the
+ * dump then reaps the completions itself (netoops_reap_until()).
  */
 #define NETOOPS_SKBS		64
 #define NETOOPS_SKB_BYTES	2048	/* headroom, headers and one payload */
+/* How long a panic dump reaps completions for one packet, at most */
+#define NETOOPS_REAP_US		20000
+/* ... and for how long with the NAPI poll alone */
+#define NETOOPS_REAP_NAPI_US	1000
+#define NETOOPS_REAP_STEP_US	10
 
 static struct sk_buff *netoops_skbs[NETOOPS_SKBS];
 static unsigned int netoops_skb_next;
-static atomic_t netoops_skb_drops;	/* in NMI, with no pool skb free */
+static bool netoops_pool_dry;		/* a wait for a pool skb ran out */
 
-static struct sk_buff *netoops_pool_get(void)
+/* Panic-dump counters, in sysfs and on the console after the dump */
+static atomic_t netoops_skb_drops;	/* no pool skb came free in time */
+static atomic_t netoops_skb_unfit;	/* the device needs a larger skb */
+static atomic_t netoops_pool_polls;	/* devices polled for completions */
+static atomic_t netoops_stalled_skips;	/* the device cannot transmit */
+static atomic_t netoops_panic_packets;	/* handed to the driver */
+
+static bool netoops_target_usable(struct netpoll_target *nt)
+{
+	struct net_device *dev = nt->np.dev;
+
+	return netpoll_target_enabled(nt) && dev &&
+	       !(READ_ONCE(nt->flags) & NETOOPS_TARGET_FAULTED) &&
+	       netif_running(dev) && netif_carrier_ok(dev);
+}
+
+static struct sk_buff *netoops_pool_find(void)
 {
 	unsigned int i;
 
@@ -269,9 +315,158 @@ static struct sk_buff *netoops_pool_get(void)
 	return NULL;
 }
 
-/* What netpoll_send_udp() sends, from a pool skb. */
-static bool netoops_send_pool(struct netpoll *np, const void *msg, int len)
+/*
+ * The device's NAPI poll with a budget of 0 (transmit completions only), as
+ * netpoll's poll_napi() runs it, but without the driver's
+ * ndo_poll_controller: e1000's and e1000e's take the interrupt descriptor's
+ * lock, which an NMI panic must not take when it can do without.
+ * NAPI_STATE_NPSVC keeps off a NAPI that is disabled (netpoll's rule).
+ */
+static void netoops_poll_napi(struct net_device *dev)
 {
+	int cpu = smp_processor_id();
+	struct napi_struct *napi;
+
+	list_for_each_entry_rcu(napi, &dev->napi_list, dev_list) {
+		if (cmpxchg(&napi->poll_owner, -1, cpu) != -1)
+			continue;
+		if (!test_and_set_bit(NAPI_STATE_NPSVC, &napi->state)) {
+			napi->poll(napi, 0);
+			clear_bit(NAPI_STATE_NPSVC, &napi->state);
+		}
+		/* the poll's work done before the next owner's */
+		smp_store_release(&napi->poll_owner, -1);
+	}
+}
+
+/*
+ * Is a transmit lock of @dev held?  After a panic nothing else transmits:
+ * it is held for good, by a CPU the panic stopped or by the code this NMI
+ * interrupted.  Such a device is neither sent to (netpoll would try the
+ * lock for a jiffy, then park the packet for a worker that never runs) nor
+ * polled (some drivers, tg3 and bnx2 among them, take it in their poll).
+ */
+static bool netoops_dev_locked(struct net_device *dev)
+{
+	unsigned int i;
+
+	for (i = 0; i < dev->num_tx_queues; i++)
+		if (READ_ONCE(netdev_get_tx_queue(dev, i)->xmit_lock_owner) != -1)
+			return true;
+	return false;
+}
+
+/*
+ * disable_hardirq() in e1000's and e1000e's ndo_poll_controller waits,
+ * without a bound, for a run of the interrupt handler that a stopped CPU
+ * will never finish: no controller then.
+ */
+static bool netoops_irq_busy(struct net_device *dev)
+{
+	struct irq_data *d = dev->irq ? irq_get_irq_data(dev->irq) : NULL;
+
+	return d && irqd_irq_inprogress(d);
+}
+
+/*
+ * Reap the transmit completions of every device the dump sends through.
+ * A fault in a driver's poll is charged to the target whose device it is.
+ */
+static void netoops_reap(bool controller)
+{
+	struct netpoll_target *nt, *sending = this_cpu_read(netoops_sending);
+
+	netpoll_targets_for_each(nt, &netoops_targets) {
+		struct net_device *dev = nt->np.dev;
+
+		if (!netoops_target_usable(nt) || netoops_dev_locked(dev))
+			continue;
+		atomic_inc(&netoops_pool_polls);
+		this_cpu_write(netoops_sending, nt);
+		if (controller && !netoops_irq_busy(dev))
+			netpoll_poll_dev(dev);
+		else
+			netoops_poll_napi(dev);
+	}
+	this_cpu_write(netoops_sending, sending);
+}
+
+/*
+ * Reap completions until @ready() says yes: every 10 us, with the NAPI poll
+ * alone for the first millisecond (NICs that clean their ring in NAPI
+ * need no more), then with netpoll_poll_dev(), which also runs the
+ * driver's ndo_poll_controller (QEMU's e1000e needs it), for
+ * NETOOPS_REAP_US at most.  With *@dry set (a wait for the same thing ran
+ * out before) it reaps once and does not wait; it sets or clears *@dry.
+ */
+static bool netoops_reap_until(bool (*ready)(void *arg), void *arg,
+			       bool *dry)
+{
+	unsigned int us = 0;
+
+	while (!ready(arg)) {
+		netoops_reap(*dry || us >= NETOOPS_REAP_NAPI_US);
+		if (ready(arg))
+			break;
+		if (*dry || us >= NETOOPS_REAP_US) {
+			*dry = true;
+			return false;
+		}
+		udelay(NETOOPS_REAP_STEP_US);
+		us += NETOOPS_REAP_STEP_US;
+		touch_nmi_watchdog();
+	}
+	*dry = false;
+	return true;
+}
+
+static bool netoops_pool_ready(void *arg)
+{
+	struct sk_buff **skb = arg;
+
+	*skb = netoops_pool_find();
+	return *skb;
+}
+
+static bool netoops_queues_ready(void *arg)
+{
+	struct net_device *dev = arg;
+	unsigned int i;
+
+	for (i = 0; i < dev->real_num_tx_queues; i++)
+		if (netif_xmit_stopped(netdev_get_tx_queue(dev, i)))
+			return false;
+	return true;
+}
+
+/*
+ * Can netpoll hand a packet to @nt's device at once?  Not with a transmit
+ * lock held for good (netoops_dev_locked()), nor with a packet parked on
+ * netpoll's queue (every later one would queue behind it).  A stopped
+ * queue (the ring is nearly full; netoops cannot tell which queue netpoll
+ * will pick, so every queue counts) is reaped until it wakes: netpoll would
+ * poll it only with the driver's controller.  A device that fails once is
+ * left alone for the rest of the panic.
+ */
+static bool netoops_dev_ready(struct netpoll_target *nt)
+{
+	struct net_device *dev = nt->np.dev;
+	struct netpoll_info *ni = rcu_dereference_bh(dev->npinfo);
+	bool dry = false;
+
+	if (!(READ_ONCE(nt->flags) & NETOOPS_TARGET_STALLED) && ni &&
+	    !skb_queue_len(&ni->txq) && !netoops_dev_locked(dev) &&
+	    netoops_reap_until(netoops_queues_ready, dev, &dry))
+		return true;
+	WRITE_ONCE(nt->flags, nt->flags | NETOOPS_TARGET_STALLED);
+	return false;
+}
+
+/* What netpoll_send_udp() sends, from a pool skb. */
+static void netoops_send_pool(struct netpoll_target *nt, const void *msg,
+			      int len)
+{
+	struct netpoll *np = &nt->np;
 	int udp_len = len + sizeof(struct udphdr);
 	int ip_len = udp_len + (np->ipv6 ? sizeof(struct ipv6hdr) :
 					   sizeof(struct iphdr));
@@ -281,11 +476,18 @@ static bool netoops_send_pool(struct netpoll *np, const void *msg, int len)
 	struct udphdr *udph;
 	struct ethhdr *eth;
 
-	if (reserve + ip_len + np->dev->needed_tailroom > NETOOPS_SKB_BYTES)
-		return false;
-	skb = netoops_pool_get();
-	if (!skb)
-		return false;
+	if (reserve + ip_len + np->dev->needed_tailroom > NETOOPS_SKB_BYTES) {
+		atomic_inc(&netoops_skb_unfit);
+		return;
+	}
+	if (!netoops_dev_ready(nt)) {
+		atomic_inc(&netoops_stalled_skips);
+		return;
+	}
+	if (!netoops_reap_until(netoops_pool_ready, &skb, &netoops_pool_dry)) {
+		atomic_inc(&netoops_skb_drops);
+		return;
+	}
 	skb_reserve(skb, reserve + ip_len - len);
 	skb_put_data(skb, msg, len);
 
@@ -343,22 +545,23 @@ static bool netoops_send_pool(struct netpoll *np, const void *msg, int len)
 	ether_addr_copy(eth->h_dest, np->remote_mac);
 	skb->dev = np->dev;
 
-	skb_get(skb);		/* ours: see netoops_pool_get() */
+	skb_get(skb);		/* ours: see netoops_pool_find() */
+	atomic_inc(&netoops_panic_packets);
 	netpoll_send_skb(np, skb);
-	return true;
 }
 
-static void netoops_send_one(struct netpoll *np, const struct netoops_msg *msg,
+/*
+ * A panic dump sends only from the pool: a packet that has no pool skb is
+ * dropped and counted, never handed to the allocator.
+ */
+static void netoops_send_one(struct netpoll_target *nt,
+			     const struct netoops_msg *msg,
 			     enum netoops_kind reason)
 {
-	if (reason == NETOOPS_PANIC && netoops_send_pool(np, msg, sizeof(*msg)))
-		return;
-	/* No pool skb is free (the device has not let go of them yet) */
-	if (in_nmi()) {
-		atomic_inc(&netoops_skb_drops);
-		return;
-	}
-	netpoll_send_udp(np, (const char *)msg, sizeof(*msg));
+	if (reason == NETOOPS_PANIC)
+		netoops_send_pool(nt, msg, sizeof(*msg));
+	else
+		netpoll_send_udp(&nt->np, (const char *)msg, sizeof(*msg));
 }
 
 static int __init netoops_pool_alloc(void)
@@ -389,14 +592,10 @@ static void netoops_send_msg(const struct netoops_msg *msg,
 	struct netpoll_target *nt;
 
 	netpoll_targets_for_each(nt, &netoops_targets) {
-		struct net_device *dev = nt->np.dev;
-
-		if (!netpoll_target_enabled(nt) || !dev ||
-		    (READ_ONCE(nt->flags) & NETOOPS_TARGET_FAULTED) ||
-		    !netif_running(dev) || !netif_carrier_ok(dev))
+		if (!netoops_target_usable(nt))
 			continue;
 		this_cpu_write(netoops_sending, nt);
-		netoops_send_one(&nt->np, msg, reason);
+		netoops_send_one(nt, msg, reason);
 		this_cpu_write(netoops_sending, NULL);
 		/*
 		 * netpoll queues a packet for a workqueue, which never runs
@@ -448,12 +647,11 @@ out:
 }
 
 static void netoops_send_log(struct netoops_buf *buf, size_t len,
-			     enum netoops_kind reason)
+			     enum netoops_kind reason, bool lockless)
 {
 	struct netoops_msg *msg = &buf->msg;
 	struct netoops_msg_header *h = &msg->header;
 	u32 count = max_t(u32, DIV_ROUND_UP(len, NETOOPS_DATA_BYTES), 1);
-	bool lockless = false;
 	u32 copy, no;
 
 	h->packet_count = cpu_to_le32(count);
@@ -479,7 +677,7 @@ static void netoops_send_log(struct netoops_buf *buf, size_t len,
 /* Fill in @buf for a dump of the whole log and send it. */
 static void netoops_send_dump(struct netoops_buf *buf,
 			      enum netoops_kind reason,
-			      const struct pt_regs *regs)
+			      const struct pt_regs *regs, bool lockless)
 {
 	struct netoops_msg *msg = &buf->msg;
 	struct netoops_msg_header *h = &msg->header;
@@ -506,7 +704,7 @@ static void netoops_send_dump(struct netoops_buf *buf,
 	netoops_fill_blob(h);
 	netoops_fill_arch(&msg->arch_data, regs);
 
-	netoops_send_log(buf, len, reason);
+	netoops_send_log(buf, len, reason, lockless);
 }
 
 /*
@@ -516,6 +714,12 @@ static void netoops_send_dump(struct netoops_buf *buf,
  * interrupted a send says nothing about the target: netpoll copes with a
  * transmit lock that the interrupted send holds.
  */
+/* Was this CPU sending the panic dump (an oops inside it, say)? */
+static bool netoops_in_panic_dump(void)
+{
+	return READ_ONCE(netoops_panic_cpu) == raw_smp_processor_id();
+}
+
 static void netoops_check_faulted(const struct netoops_detail *detail)
 {
 	struct netpoll_target *nt = this_cpu_read(netoops_sending);
@@ -524,8 +728,22 @@ static void netoops_check_faulted(const struct netoops_detail *detail)
 		return;
 	this_cpu_write(netoops_sending, NULL);
 	WRITE_ONCE(nt->flags, nt->flags | NETOOPS_TARGET_FAULTED);
+	atomic_inc(&netoops_targets_faulted);
 	pr_emerg("a send through %s faulted; that target is skipped from now on\n",
 		 nt->np.dev_name);
+	/*
+	 * In the panic dump (the other CPUs are stopped, the list cannot
+	 * change) the other targets on that device go too: the dead send
+	 * holds its locks.
+	 */
+	if (netoops_in_panic_dump()) {
+		struct netpoll_target *other;
+
+		netpoll_targets_for_each(other, &netoops_targets)
+			if (other->np.dev == nt->np.dev)
+				WRITE_ONCE(other->flags,
+					   other->flags | NETOOPS_TARGET_FAULTED);
+	}
 }
 
 /* A target enabled again (from configfs) is given another chance. */
@@ -538,14 +756,50 @@ static const struct netpoll_target_ops netoops_target_ops = {
 	.enabled	= netoops_target_enabled,
 };
 
+/* What the panic dump did, on the console after it */
+static void netoops_report_panic(void)
+{
+	pr_emerg("panic dump: %d packets sent, %d dropped, %d unfit, %d stalled, %d polls, %d retries\n",
+		 atomic_read(&netoops_panic_packets),
+		 atomic_read(&netoops_skb_drops),
+		 atomic_read(&netoops_skb_unfit),
+		 atomic_read(&netoops_stalled_skips),
+		 atomic_read(&netoops_pool_polls),
+		 atomic_read(&netoops_panic_retries));
+}
+
 static void netoops_dump_panic(const struct netoops_detail *detail)
 {
-	/* Only the panic's own CPU gets here; a second time, it faulted. */
+	int faults = atomic_read(&netoops_targets_faulted);
+	bool retry = false;
+
+	/*
+	 * Only the panic's own CPU gets here.  A second time, the dump
+	 * faulted: when a send faulted (that target is now skipped), the dump
+	 * starts over for the targets that are left, a bounded number of
+	 * times; a fault of netoops's own gives up.
+	 */
 	if (test_and_set_bit(0, &netoops_panic_busy)) {
-		atomic_inc(&netoops_dumps_busy);
-		return;
+		if (faults == netoops_panic_faults ||
+		    ++netoops_panic_tries >= NETOOPS_PANIC_TRIES) {
+			atomic_inc(&netoops_dumps_busy);
+			return;
+		}
+		atomic_inc(&netoops_panic_retries);
+		retry = true;
 	}
-	netoops_send_dump(&netoops_panic, NETOOPS_PANIC, detail->regs);
+	netoops_panic_faults = faults;
+	/* The retry sends what the panic was about, not the driver's fault */
+	if (!retry)
+		netoops_panic_regs = detail->regs;
+	WRITE_ONCE(netoops_panic_cpu, raw_smp_processor_id());
+	/*
+	 * The dump that faulted holds the targets lock for good: the retry
+	 * walks the list without it.
+	 */
+	netoops_send_dump(&netoops_panic, NETOOPS_PANIC, netoops_panic_regs,
+			  retry);
+	netoops_report_panic();
 	/* The panic goes on to reboot or halt: the bit stays set. */
 }
 
@@ -554,6 +808,14 @@ static void netoops_dump_live(const struct netoops_detail *detail)
 	/* The panic that ends this oops sends the same log and registers. */
 	if (detail->kind == NETOOPS_OOPS && detail->panic_follows) {
 		atomic_inc(&netoops_dumps_deferred);
+		return;
+	}
+	/*
+	 * Live dumps send through netpoll_send_udp(), which allocates: none
+	 * from NMI context (an oops there that does not panic).
+	 */
+	if (in_nmi()) {
+		atomic_inc(&netoops_dumps_skipped);
 		return;
 	}
 	/* One live dump at a time, and none once a panic dump started. */
@@ -567,7 +829,8 @@ static void netoops_dump_live(const struct netoops_detail *detail)
 			pr_warn("dump_limit (%u) reached: no more oops or soft dumps this boot\n",
 				READ_ONCE(dump_limit));
 	} else {
-		netoops_send_dump(&netoops_live, detail->kind, detail->regs);
+		netoops_send_dump(&netoops_live, detail->kind, detail->regs,
+				  false);
 	}
 	/*
 	 * An oops or a soft dump returns.  A fault inside the dump does not:
@@ -587,6 +850,17 @@ static void netoops_dump(const struct netoops_detail *detail)
 	case NETOOPS_OOPS:
 	case NETOOPS_SOFT:
 		netoops_check_faulted(detail);
+		/*
+		 * An oops inside the panic dump (a driver faulted under it)
+		 * must not end in make_task_dead() of the panicking task: the
+		 * machine would never reboot.  Panic again; the panic dump
+		 * then starts over for the targets that are left.
+		 */
+		if (detail->kind == NETOOPS_OOPS && netoops_in_panic_dump()) {
+			if (!detail->panic_follows)
+				panic("netoops: a send in the panic dump faulted");
+			break;
+		}
 		netoops_dump_live(detail);
 		break;
 	}
@@ -638,10 +912,14 @@ static void netoops_stock_exit(void)
  * dump takes the copy that the current task made: the task may have moved
  * to another CPU since, and a task that oopsed and died must not hand its
  * registers to a later task at the same address, hence the start time.
+ * An oops inside the handling of another one of the same task (the copy is
+ * still open: the first one's OOPS dump has not run) keeps the first one's
+ * registers, as the patched kernel does.
  */
 struct netoops_oops_regs {
 	const struct task_struct	*task;
 	u64				start_time;
+	bool				open;
 	struct pt_regs			regs;
 };
 
@@ -654,10 +932,14 @@ static int netoops_die(struct notifier_block *nb, unsigned long val, void *data)
 
 	if (val != DIE_OOPS || !args->regs)
 		return NOTIFY_DONE;
+	if (r->open && READ_ONCE(r->task) == current &&
+	    r->start_time == current->start_time)
+		return NOTIFY_DONE;
 	r->task = NULL;
 	barrier();
 	r->regs = *args->regs;
 	r->start_time = current->start_time;
+	r->open = true;
 	barrier();
 	WRITE_ONCE(r->task, current);
 	return NOTIFY_DONE;
@@ -667,7 +949,28 @@ static struct notifier_block netoops_die_nb = {
 	.notifier_call	= netoops_die,
 };
 
-static const struct pt_regs *netoops_oops_regs_of_current(void)
+/*
+ * Whether this panic ends an oops: x86's oops_end() panics with "Fatal
+ * exception" (or "Fatal exception in interrupt").  Any other panic, in a
+ * task that oopsed earlier too (a soft lockup in do_exit(), say), carries
+ * no registers.  The panic notifiers run before the panic's dump.
+ */
+static bool netoops_panic_ends_oops;
+
+static int netoops_panic_notify(struct notifier_block *nb, unsigned long val,
+				void *msg)
+{
+	WRITE_ONCE(netoops_panic_ends_oops,
+		   msg && str_has_prefix(msg, "Fatal exception"));
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block netoops_panic_nb = {
+	.notifier_call	= netoops_panic_notify,
+	.priority	= INT_MAX,
+};
+
+static struct netoops_oops_regs *netoops_oops_regs_of_current(void)
 {
 	int cpu;
 
@@ -676,7 +979,7 @@ static const struct pt_regs *netoops_oops_regs_of_current(void)
 
 		if (READ_ONCE(r->task) == current &&
 		    r->start_time == current->start_time)
-			return &r->regs;
+			return r;
 	}
 	return NULL;
 }
@@ -684,8 +987,11 @@ static const struct pt_regs *netoops_oops_regs_of_current(void)
 static void netoops_dump_kmsg(struct kmsg_dumper *dumper,
 			      enum kmsg_dump_reason reason)
 {
+	struct netoops_oops_regs *r = netoops_oops_regs_of_current();
 	struct netoops_detail detail = {
-		.regs = netoops_oops_regs_of_current(),
+		.regs = r && (reason != KMSG_DUMP_PANIC ||
+			      READ_ONCE(netoops_panic_ends_oops)) ?
+			&r->regs : NULL,
 		/*
 		 * panic_on_oops is not exported: only an oops in interrupt
 		 * context is known to end in a panic.
@@ -700,6 +1006,9 @@ static void netoops_dump_kmsg(struct kmsg_dumper *dumper,
 	else
 		return;
 	netoops_dump(&detail);
+	/* The end of that oops: a later one of this task is a new one. */
+	if (r && reason == KMSG_DUMP_OOPS)
+		r->open = false;
 }
 
 static struct kmsg_dumper netoops_dumper = {
@@ -730,13 +1039,17 @@ static int netoops_stock_init(void)
 	if (err)
 		return err;
 	err = register_sysrq_key('y', &netoops_sysrq_op);
-	if (err)
+	if (err) {
 		unregister_die_notifier(&netoops_die_nb);
-	return err;
+		return err;
+	}
+	atomic_notifier_chain_register(&panic_notifier_list, &netoops_panic_nb);
+	return 0;
 }
 
 static void netoops_stock_exit(void)
 {
+	atomic_notifier_chain_unregister(&panic_notifier_list, &netoops_panic_nb);
 	unregister_sysrq_key('y', &netoops_sysrq_op);
 	unregister_die_notifier(&netoops_die_nb);
 }
@@ -824,6 +1137,12 @@ static struct netoops_count_attr netoops_count_attrs[] = {
 	NETOOPS_COUNT_ATTR(dumps_busy),
 	NETOOPS_COUNT_ATTR(dumps_deferred),
 	NETOOPS_COUNT_ATTR(skb_drops),
+	NETOOPS_COUNT_ATTR(skb_unfit),
+	NETOOPS_COUNT_ATTR(pool_polls),
+	NETOOPS_COUNT_ATTR(stalled_skips),
+	NETOOPS_COUNT_ATTR(panic_packets),
+	NETOOPS_COUNT_ATTR(panic_retries),
+	NETOOPS_COUNT_ATTR(targets_faulted),
 };
 
 static ssize_t netoops_mode_show(struct kobject *kobj,
@@ -850,6 +1169,12 @@ static struct attribute *netoops_attrs[] = {
 	&netoops_count_attrs[2].attr.attr,
 	&netoops_count_attrs[3].attr.attr,
 	&netoops_count_attrs[4].attr.attr,
+	&netoops_count_attrs[5].attr.attr,
+	&netoops_count_attrs[6].attr.attr,
+	&netoops_count_attrs[7].attr.attr,
+	&netoops_count_attrs[8].attr.attr,
+	&netoops_count_attrs[9].attr.attr,
+	&netoops_count_attrs[10].attr.attr,
 	NULL,
 };
 

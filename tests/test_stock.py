@@ -11,7 +11,7 @@ itself.
 from __future__ import annotations
 
 from crashes import ALLOW_OOPS, ALLOW_PANIC, check_header, crash, zero_registers
-from dumps import console_rip, group
+from dumps import console_regs, console_rip, group
 from harness import HOST_MAC, Netns, run_guest
 from netoops_collector import proto
 from test_harness import kernel_release
@@ -83,3 +83,59 @@ def test_stock_sysrq_y_sends_soft_dumps_and_the_guest_runs_on():
             assert dump.same("type") == proto.TYPE_SOFT
             assert zero_registers(dump)
             assert text_of(dump).rstrip("\n").endswith("sysrq: Trigger a soft dump")
+
+
+ALLOW_FATAL = ALLOW_OOPS + ALLOW_PANIC + [r"Kernel panic - not syncing: Fatal exception"]
+
+
+def test_stock_nested_oops_keeps_the_first_oops_registers():
+    """The handling of an oops oopses again (a die notifier faults): every
+    dump carries the first oops's registers, as the patched kernel's do."""
+    allow = ALLOW_FATAL + [r"BUG: kernel NULL pointer dereference"]
+    c = crash(how="nested", cmdline="oops=panic", allow=allow, kernel=STOCK)
+    c.result.assert_crashed()
+    con = c.result.console
+    assert "RIP: 0010:nto_crash_nested_fault+" in con, c.result.excerpt()
+    # The panic's dump goes out (the nested oops's own OOPS dump makes way:
+    # the outer oops still holds oops_in_progress).
+    assert len(c.panic_dumps()) == 1, [d.dump_id for d in c.dumps]
+    for dump in c.dumps:
+        dump.assert_complete()
+        assert dump.packets[0].registers["rip"] == \
+            console_rip(con, "nto_crash_null_deref")
+
+
+def test_stock_two_cpus_oopsing_at_once_the_panic_has_its_cpus_registers():
+    c = crash(how="oops2", cmdline="oops=panic", allow=ALLOW_FATAL, kernel=STOCK)
+    c.result.assert_crashed()
+    panic = c.panic_dumps()
+    assert len(panic) == 1, [d.dump_id for d in c.dumps]
+    panic[0].assert_complete()
+    regs = panic[0].packets[0].registers
+    con = c.result.console
+    funcs = [f for f in ("nto_crash_null_cpu0", "nto_crash_null_cpu1")
+             if f"RIP: 0010:{f}+" in con and regs["rip"] == console_rip(con, f)]
+    assert len(funcs) == 1, hex(regs["rip"])
+    printed = console_regs(con, funcs[0])
+    assert len(printed) == 16, printed
+    assert {k: regs[k] for k in printed} == printed
+
+
+def test_stock_watchdog_panic_after_an_oops_of_the_same_task_has_no_registers():
+    """insmod oopses holding its own task lock, then spins on it in do_exit()
+    until the soft-lockup watchdog panics in that same task: the OOPS dump
+    has the oops's registers, the panic's dump none."""
+    allow = ALLOW_OOPS + ALLOW_PANIC + [
+        r"soft lockup", r"Kernel panic - not syncing: softlockup: hung tasks"]
+    c = crash(how="oopslocked", cmdline="softlockup_panic=1 watchdog_thresh=2",
+              allow=allow, kernel=STOCK)
+    c.result.assert_crashed()
+    panic = c.panic_dumps()
+    oops = [d for d in c.dumps if d not in panic]
+    assert len(panic) == 1 and len(oops) == 1, [d.dump_id for d in c.dumps]
+    for dump in c.dumps:
+        dump.assert_complete()
+    assert oops[0].packets[0].registers["rip"] == \
+        console_rip(c.result.console, "nto_crash_null_deref")
+    assert "soft lockup" in text_of(panic[0])
+    assert zero_registers(panic[0])

@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
-# A fault inside the dump: the transmit routine of ntofault0 faults during
-# a soft dump.  netoops skips that target from then on, and a later panic
-# still gets its dump out through the working target on eth0.
+# A fault inside the dump: the transmit routine of ntofault0 (a target
+# added through configfs, so the first in the list, before the healthy
+# target on eth0) faults when netpoll calls it.  nto.when= says which dump
+# meets the fault first:
+#   soft   a soft dump: netoops skips that target from then on, and a later
+#          panic still gets its dump out through eth0
+#   panic  the panic dump of sysrq c (panic_on_oops=0, process context):
+#          netoops panics again and the dump starts over without ntofault0
+#   oops   the panic dump of an oops with oops=panic on the command line
 . /tests/lib.sh
 . /tests/netoops_lib.sh
 kmod nto_faultdev
@@ -16,9 +22,16 @@ echo 198.51.100.1 >$cfg/faulty/local_ip
 echo 198.51.100.2 >$cfg/faulty/remote_ip
 echo 1 >$cfg/faulty/enabled || fail "enable the faulty target"
 echo 1 >/sys/module/nto_faultdev/parameters/fault
-# The soft dump oopses the shell that asked for it.
-sh -c 'echo y >/proc/sysrq-trigger'
-result alive
-result counters "$(counters)"
-echo c >/proc/sysrq-trigger
+case $(arg when soft) in
+soft)
+	# The soft dump oopses the shell that asked for it.
+	sh -c 'echo y >/proc/sysrq-trigger'
+	result alive
+	result counters "$(counters)"
+	echo c >/proc/sysrq-trigger ;;
+panic)
+	echo c >/proc/sysrq-trigger ;;
+oops)
+	insmod /lib/modules/nto/nto_crash.ko mode=null ;;
+esac
 fail "the panic returned"

@@ -2,7 +2,8 @@
 # netoops guest helpers, after `. /tests/lib.sh`:
 #   netoops_load [PARAMS]  netpoll_targets and netoops with one target on
 #                          the host (IPv6 when nto.v6=1), pace_us from
-#                          nto.pace=, dump_limit from nto.limit=
+#                          nto.pace=, dump_limit from nto.limit=; then
+#                          the log padded to nto.pad= bytes, if given
 #   netoops_setid          boot id and blob from nto.bootid= and nto.blob=
 #   counters               "sent skipped busy deferred" from sysfs
 #   pad_log BYTES          add lines to the log until it holds BYTES
@@ -21,6 +22,8 @@ netoops_load() {
 	kmod netpoll_targets
 	# shellcheck disable=SC2086
 	kmod netoops "netoops=$tgt" $extra "$@"
+	[ -n "$(arg pad)" ] && pad_log "$(arg pad)"
+	return 0
 }
 
 netoops_setid() {
@@ -35,11 +38,16 @@ counters() {
 		"$(cat $sys/dumps_busy) $(cat $sys/dumps_deferred)"
 }
 
+# KERN_DEBUG lines of 200 characters: in the log (and the dump), not on
+# the console.  Enough of them to hold BYTES, written without measuring:
+# dmesg reads at most the log buffer's size, so it cannot tell when a full
+# buffer holds more than that.
 pad_log() {
 	line=$(head -c 200 /dev/zero | tr '\0' p)
-	while [ "$(dmesg -r | wc -c)" -lt "$1" ]; do
-		for i in 1 2 3 4 5 6 7 8 9 10; do
-			echo "<6>pad $line" >/dev/kmsg
-		done
+	n=$(($1 / 200 + 100))
+	i=0
+	while [ $i -lt $n ]; do
+		echo "<7>pad $line" >/dev/kmsg
+		i=$((i + 1))
 	done
 }

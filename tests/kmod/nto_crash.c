@@ -16,6 +16,15 @@
  *                                    GFP_ATOMIC can get, then panic
  *   insmod nto_crash.ko mode=trigger stay loaded; every write to
  *                                    /proc/nto_oops oopses the writer
+ *   insmod nto_crash.ko mode=nested  NULL dereference whose handling
+ *                                    oopses again (in a die notifier)
+ *   insmod nto_crash.ko mode=oopslocked NULL dereference with the task's
+ *                                    own lock held: do_exit() then spins on
+ *                                    it (a soft lockup after the oops)
+ *   insmod nto_crash.ko mode=irqsoft stay loaded; 10 ms later a hard
+ *                                    interrupt on this CPU asks for a soft
+ *                                    dump (sysrq y), as a serial break or
+ *                                    Alt-SysRq-y on a keyboard would
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -24,20 +33,24 @@
 #include <linux/bug.h>
 #include <linux/delay.h>
 #include <linux/gfp.h>
+#include <linux/hrtimer.h>
+#include <linux/kdebug.h>
 #include <linux/kthread.h>
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/proc_fs.h>
 #include <linux/sched.h>
+#include <linux/sched/task.h>
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/sysrq.h>
 #include <linux/timer.h>
 
 static char *mode = "";
 module_param(mode, charp, 0400);
-MODULE_PARM_DESC(mode, "null, timer, gpf, bug, warn, lockup, oops2, hang, oom or trigger");
+MODULE_PARM_DESC(mode, "null, timer, gpf, bug, warn, lockup, oops2, hang, oom, trigger, nested, oopslocked or irqsoft");
 
 static unsigned int lockup_secs = 30;
 module_param(lockup_secs, uint, 0400);
@@ -187,12 +200,52 @@ static void nto_crash_timer_fn(struct timer_list *t)
 	nto_crash_null_deref();
 }
 
+/* mode=nested: the first oops's handling faults once more */
+static noinline void nto_crash_nested_fault(void)
+{
+	int *p = nto_crash_pointer(0);
+
+	WRITE_ONCE(*p, 0x6e6573);
+}
+
+static atomic_t nto_crash_nested_once = ATOMIC_INIT(0);
+
+static int nto_crash_die(struct notifier_block *nb, unsigned long val,
+			 void *data)
+{
+	if (val == DIE_OOPS && !atomic_xchg(&nto_crash_nested_once, 1))
+		nto_crash_nested_fault();
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block nto_crash_die_nb = {
+	.notifier_call	= nto_crash_die,
+};
+
+/* mode=oopslocked: the oops kills the task before it unlocks */
+static noinline void nto_crash_oopslocked(void)
+{
+	task_lock(current);
+	nto_crash_null_deref();
+	task_unlock(current);
+}
+
+/* mode=irqsoft: sysrq y from hard-interrupt context */
+static struct hrtimer nto_crash_hrtimer;
+static bool nto_crash_hrtimer_started;
+
+static enum hrtimer_restart nto_crash_irqsoft_fn(struct hrtimer *t)
+{
+	handle_sysrq('y');
+	return HRTIMER_NORESTART;
+}
+
 static int __init nto_crash_init(void)
 {
 	/* The tests compare this with the RIP that netoops sends. */
-	pr_info("mode=%s nto_crash_null_deref=%px nto_crash_null_cpu0=%px nto_crash_null_cpu1=%px\n",
+	pr_info("mode=%s nto_crash_null_deref=%px nto_crash_null_cpu0=%px nto_crash_null_cpu1=%px nto_crash_nested_fault=%px\n",
 		mode, nto_crash_null_deref, nto_crash_null_cpu0,
-		nto_crash_null_cpu1);
+		nto_crash_null_cpu1, nto_crash_nested_fault);
 	if (!strcmp(mode, "null")) {
 		nto_crash_null_deref();
 	} else if (!strcmp(mode, "timer")) {
@@ -222,12 +275,29 @@ static int __init nto_crash_init(void)
 		nto_crash_proc = proc_create("nto_oops", 0200, NULL,
 					     &nto_crash_oops_ops);
 		return nto_crash_proc ? 0 : -ENOMEM;
+	} else if (!strcmp(mode, "nested")) {
+		register_die_notifier(&nto_crash_die_nb);
+		nto_crash_null_deref();
+	} else if (!strcmp(mode, "oopslocked")) {
+		nto_crash_oopslocked();
+	} else if (!strcmp(mode, "irqsoft")) {
+		hrtimer_init(&nto_crash_hrtimer, CLOCK_MONOTONIC,
+			     HRTIMER_MODE_REL_PINNED_HARD);
+		nto_crash_hrtimer.function = nto_crash_irqsoft_fn;
+		hrtimer_start(&nto_crash_hrtimer, ms_to_ktime(10),
+			      HRTIMER_MODE_REL_PINNED_HARD);
+		nto_crash_hrtimer_started = true;
+		return 0;
 	}
 	return -EINVAL;
 }
 
 static void __exit nto_crash_exit(void)
 {
+	if (nto_crash_hrtimer_started)
+		hrtimer_cancel(&nto_crash_hrtimer);
+	if (!strcmp(mode, "nested"))
+		unregister_die_notifier(&nto_crash_die_nb);
 	proc_remove(nto_crash_proc);
 }
 
