@@ -2,8 +2,7 @@
 # Load netoops with one target on the host, set the boot id and the blob,
 # then crash, as nto.how= says:
 #   sysrq      sysrq c (a plain panic), on CPU nto.cpu= if given
-#   nmi        report "armed" and wait: the host injects an NMI (with
-#              nto.live=1, once a soft dump is being sent)
+#   nmi        report "armed" and wait: the host injects an NMI
 #   hang       a task blocked in D state (with hung_task_panic=1)
 #   <mode>     insmod nto_crash.ko mode=<mode> (null, timer, oops2, oom, ...)
 # nto.blobloop=1 first starts a writer that rewrites the blob in a tight
@@ -35,16 +34,6 @@ sysrq)
 		echo c >/proc/sysrq-trigger
 	fi ;;
 nmi)
-	# nto.live=1: the NMI is to land while a soft dump is being sent
-	if [ "$(arg live)" = 1 ]; then
-		echo 1000 >/sys/module/netoops/parameters/pace_us
-		taskset 1 sh -c 'echo y >/proc/sysrq-trigger' &
-		n=0
-		while [ "$(cat $sys/dumps_sent)" = 0 ]; do
-			n=$((n + 1))
-			[ $n -gt 100000 ] && fail "the soft dump never started"
-		done
-	fi
 	result armed
 	sleep 120 ;;
 hang)

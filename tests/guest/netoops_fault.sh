@@ -8,6 +8,9 @@
 #   panic  the panic dump of sysrq c (panic_on_oops=0, process context):
 #          netoops panics again and the dump starts over without ntofault0
 #   oops   the panic dump of an oops with oops=panic on the command line
+#   stuck  no fault: ntofault0 refuses every packet of the panic dump, so
+#          netpoll parks them on its queue; netoops must leave that device
+#          alone rather than pin its skbs there
 . /tests/lib.sh
 . /tests/netoops_lib.sh
 kmod nto_faultdev
@@ -21,7 +24,11 @@ echo ntofault0 >$cfg/faulty/dev_name
 echo 198.51.100.1 >$cfg/faulty/local_ip
 echo 198.51.100.2 >$cfg/faulty/remote_ip
 echo 1 >$cfg/faulty/enabled || fail "enable the faulty target"
-echo 1 >/sys/module/nto_faultdev/parameters/fault
+if [ "$(arg when soft)" = stuck ]; then
+	echo 1 >/sys/module/nto_faultdev/parameters/busy
+else
+	echo 1 >/sys/module/nto_faultdev/parameters/fault
+fi
 case $(arg when soft) in
 soft)
 	# The soft dump oopses the shell that asked for it.
@@ -29,7 +36,7 @@ soft)
 	result alive
 	result counters "$(counters)"
 	echo c >/proc/sysrq-trigger ;;
-panic)
+panic|stuck)
 	echo c >/proc/sysrq-trigger ;;
 oops)
 	insmod /lib/modules/nto/nto_crash.ko mode=null ;;

@@ -3,7 +3,9 @@
  * Test-only module: an Ethernet device, ntofault0, that drops what it is
  * given to send, and faults (a NULL write) in its transmit routine when
  * netpoll calls it, once /sys/module/nto_faultdev/parameters/fault is set:
- * a NIC driver that crashes under the netoops dump.
+ * a NIC driver that crashes under the netoops dump.  With the busy
+ * parameter set instead it tells netpoll that its ring is full, for good:
+ * a device whose transmit lock a stopped CPU holds, as netpoll sees it.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -16,6 +18,10 @@
 static bool fault;
 module_param(fault, bool, 0644);
 MODULE_PARM_DESC(fault, "fault in the transmit routine (default off)");
+
+static bool busy;
+module_param(busy, bool, 0644);
+MODULE_PARM_DESC(busy, "refuse every packet from netpoll (default off)");
 
 static struct net_device *nto_faultdev;
 
@@ -40,6 +46,8 @@ static netdev_tx_t nto_faultdev_xmit(struct sk_buff *skb,
 	 */
 	if (READ_ONCE(fault) && irqs_disabled())
 		nto_faultdev_crash();
+	if (READ_ONCE(busy) && irqs_disabled())
+		return NETDEV_TX_BUSY;
 	dev->stats.tx_packets++;
 	dev->stats.tx_bytes += skb->len;
 	dev_kfree_skb_any(skb);

@@ -153,18 +153,22 @@ ALLOW_NMI_PANIC = [r"Kernel panic - not syncing: NMI: Not continuing",
                    r"WARNING: inconsistent lock state"]
 KERNEL_NMI_LOCKS = {r"\(console_sem\)\.lock": "console_unblank",
                     r"&nmi_desc\[\d+\]\.lock": "__register_nmi_handler"}
-# One driver lock: when the NAPI poll alone reaps nothing for a millisecond
-# (QEMU's e1000e), the panic dump reaps with netpoll_poll_dev(), as netpoll
-# itself does when a device is busy, and that runs e1000e's
-# ndo_poll_controller, whose disable_hardirq() takes the interrupt
-# descriptor's lock.  The frames say exactly that path.
-DRIVER_NMI_LOCKS = {r"&irq_desc_lock_class": (
-    "disable_hardirq", "e1000_netpoll", "netpoll_poll_dev", "netoops_reap_until")}
+# netpoll_poll_dev()'s two locks: when the NAPI poll alone reaps nothing for
+# a millisecond (QEMU's e1000e), the panic dump reaps with it, as netpoll
+# itself does when a device is busy.  It takes its semaphore with
+# down_trylock() and runs e1000e's ndo_poll_controller, whose
+# disable_hardirq() takes the interrupt descriptor's lock.  Lockdep reports
+# the first it meets; the frames say exactly that path.
+DRIVER_NMI_LOCKS = {
+    r"&irq_desc_lock_class": ("disable_hardirq", "e1000_netpoll", "netpoll_poll_dev",
+                              "netoops_reap_until"),
+    r"semaphore->lock": ("down_trylock", "netpoll_poll_dev", "netoops_reap_until"),
+}
 
 
 def check_nmi_lockdep(console: str) -> None:
     """Any lockdep report is one of 6.1's own panic locks in NMI context, or
-    e1000e's interrupt descriptor lock in its netpoll controller."""
+    one of netpoll_poll_dev()'s when the dump reaps e1000e with it."""
     reports = console.split("WARNING: inconsistent lock state")[1:]
     assert len(reports) <= 1
     for report in reports:
