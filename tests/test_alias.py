@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Guest
+from harness import Disk, Guest
 
 DISK_MB = 64
 SECTOR = 512
@@ -47,6 +47,15 @@ def run(script: str, tmp: Path, **kw):
     return Guest(None, script, disks=[disk], **kw).run()
 
 
+def run_basic(tmp: Path):
+    """alias_basic, growing its disk by 16 MiB when the guest asks."""
+    guest = Guest(None, "alias_basic", disks=[make_disk(tmp / "disk.img")],
+                  timeout=300, monitor=True).start()
+    if guest.wait_for_result("resize_ready", 240):
+        guest.hmp(f"block_resize d0 {DISK_MB + 16}M")
+    return guest.wait()
+
+
 def steps(console: str) -> dict[str, str]:
     """The console split at the "alias-test: <step>" lines the guest logs."""
     out: dict[str, str] = {}
@@ -69,8 +78,7 @@ def sd_prefixes(text: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def basic(tmp_path_factory):
-    res = run("alias_basic", tmp_path_factory.mktemp("alias_basic"),
-              timeout=300)
+    res = run_basic(tmp_path_factory.mktemp("alias_basic"))
     res.assert_ok()
     assert res.values("done") == [""], res.excerpt()
     return res
@@ -122,6 +130,8 @@ def test_uevents_carry_alias(basic):
 
     assert sorted(ev["set"]) == three("ALIAS=foo"), ev["set"]
     assert ev["same"] == [], "rewriting the same alias sends no uevent"
+    # The capacity change (set_capacity_and_notify) carries it as well.
+    assert set(ev["resize"]) == {"change sda ALIAS=foo"}, ev["resize"]
     assert ev["invalid"] == [], "rejected writes send no uevent"
     assert sorted(ev["max"]) == three("ALIAS=" + MAX), ev["max"]
     assert sorted(ev["replace"]) == three("ALIAS=bar"), ev["replace"]
@@ -131,6 +141,12 @@ def test_uevents_carry_alias(basic):
     assert sorted(ev["clear"]) == three("ALIAS="), ev["clear"]
     assert ev["clear2"] == []
     assert sorted(ev["baz"]) == three("ALIAS=baz"), ev["baz"]
+    # Partitions re-added by BLKRRPART: their add events carry the alias.
+    adds = sorted(e for e in ev["rereadpt"] if e.startswith("add "))
+    assert adds == ["add sda1 ALIAS=baz", "add sda2 ALIAS=baz"], \
+        ev["rereadpt"]
+    assert all(e.endswith(" ALIAS=baz") for e in ev["rereadpt"]), \
+        ev["rereadpt"]
 
 
 def test_invalid_names_rejected(basic):
@@ -138,6 +154,19 @@ def test_invalid_names_rejected(basic):
     # characters, non-ASCII, a lone "\n\n", two newlines after a name, NUL,
     # tab; the run passing means each failed that way.
     assert basic.value("after_invalid") == "foo"
+    # The non-ASCII write really was one raw Latin-1 byte, not UTF-8.
+    assert basic.value("latin1_bytes").split() == ["63", "61", "66", "e9",
+                                                   "0a"]
+
+
+def test_names_of_kernel_form_refused_others_accepted(basic):
+    # The guest required EINVAL for sda, sdb, nvme0n1, dm-0, ... (the run
+    # passing means each was refused); names that only resemble them work.
+    accepted = [v.split() for v in basic.values("accepted")]
+    assert accepted and all(a == b for a, b in accepted), accepted
+    assert [a for a, _ in accepted] == ["Sdb", "sdb_data", "hdd01", "db01",
+                                        "md-data", "nvme-slot1", "disk-sdb",
+                                        "loop", "ramdisk"]
     st = steps(basic.console)
     for name in ("invalid", "nonroot"):
         assert "alias_name:" not in st[name], st[name]
@@ -166,7 +195,12 @@ def test_sd_messages_show_alias(basic):
     assert re.search(r"sd \S+: \[foo\] tag#\d+ sd_done: completed 4096 of "
                      r"4096 bytes", scmd), scmd
     for name in ("cache", "rescan", "sense", "scmd"):
-        assert sd_prefixes(st[name]) <= {"foo"}, (name, st[name])
+        assert sd_prefixes(st[name]) == {"foo"}, (name, st[name])
+    # The rescan after the host grew the disk: sd reported the new size.
+    assert int(basic.value("resized")) == \
+        int(basic.value("resize_ready")) + (16 << 11), basic.results
+    assert re.search(r"sd \S+: \[foo\] %d 512-byte logical blocks"
+                     % int(basic.value("resized")), st["rescan"]), st["rescan"]
     assert basic.value("cache_type") == basic.value("cache_type_after")
 
 
@@ -220,3 +254,76 @@ def test_alias_changes_race_with_messages(tmp_path):
     for key in ("max_sd_done_text", "max_result_text", "max_cdb_text",
                 "max_sd_printk", "max_sense"):
         assert int(res.value(key)) > 0, (key, res.results)
+
+
+BAD_SECTOR = 4096
+BLKDEBUG = f"""[inject-error]
+event = "read_aio"
+errno = "5"
+sector = "{BAD_SECTOR}"
+once = "off"
+"""
+
+
+@pytest.fixture(scope="module")
+def disks(tmp_path_factory):
+    """alias_disks: two SCSI disks and an NVMe disk, two of them failing."""
+    tmp = tmp_path_factory.mktemp("alias_disks")
+    errors = tmp / "blkdebug.conf"
+    errors.write_text(BLKDEBUG)
+    images = {}
+    for name, mb in (("a", 16), ("b", 24), ("nvme", 16)):
+        images[name] = tmp / f"{name}.img"
+        with open(images[name], "wb") as f:
+            f.truncate(mb << 20)
+    res = Guest(None, "alias_disks", timeout=600, cmdline="log_buf_len=16M",
+                disks=[Disk(images["a"], serial="NTO-A"),
+                       Disk(images["b"], serial="NTO-B", errors=errors),
+                       Disk(images["nvme"], kind="nvme", errors=errors)]).run()
+    res.assert_ok()
+    assert res.value("done") == "", res.excerpt()
+    return res
+
+
+def test_two_disks_two_writers(disks):
+    assert disks.value("errors") == "", disks.value("errors")
+    assert disks.value("crossed") == "", "a disk read back the other's alias"
+    assert disks.value("two_a") == "left_last"
+    assert disks.value("two_b") == "right_last"
+    # Two writers on one disk: the alias is the last value of one of them,
+    # and the other disk's alias is untouched.
+    assert disks.value("same_disk") in ("up_last", "down_last")
+    assert disks.value("same_disk_b") == "right_last"
+
+
+def test_io_errors_name_the_alias(disks):
+    st = steps(disks.console)
+    err, plain = st["ioerr"], st["ioerr-plain"]
+    _, b, nv = disks.value("disks").split()
+    # blk_print_req_error() for both disks, nvme_log_error() for the NVMe.
+    assert re.search(r"error, dev bad_scsi, sector %d op 0x0:\(READ\)"
+                     % BAD_SECTOR, err), err
+    assert re.search(r"error, dev bad_nvme, sector %d op 0x0:\(READ\)"
+                     % BAD_SECTOR, err), err
+    # (the opcode's name needs CONFIG_NVME_VERBOSE_ERRORS: "I/O Cmd" without)
+    assert re.search(r"bad_nvme: [^:]*\(0x2\) @ LBA %d, \d+ blocks"
+                     % BAD_SECTOR, err), err
+    assert sd_prefixes(err) == {"bad_scsi"}, err
+    # Without the alias, the same lines name the kernel name.
+    assert re.search(r"error, dev %s, sector %d " % (b, BAD_SECTOR), plain), \
+        plain
+    assert re.search(r"error, dev %s, sector %d " % (nv, BAD_SECTOR),
+                     plain), plain
+    assert re.search(r"%s: [^:]*\(0x2\) @ LBA %d" % (nv, BAD_SECTOR),
+                     plain), plain
+    assert "bad_" not in plain, plain
+
+
+def test_disk_removal_during_logged_traffic(disks):
+    rounds = [v.split() for v in disks.values("round")]
+    assert [int(r[0]) for r in rounds] == list(range(1, 21)), rounds
+    for i, old, new, alias_bytes, logged, synced in rounds:
+        assert alias_bytes == "0", f"round {i}: {new} came back with an alias"
+        assert int(logged) > 0, f"round {i}: no command logged as gone_{i}"
+        assert int(synced) == 1, f"round {i}: no cache sync as gone_{i}"
+    assert disks.value("other_alias") == "stays_b"

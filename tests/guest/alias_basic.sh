@@ -36,8 +36,20 @@ result cache_type "$(cat "$ct")"
 alias_mark cache
 echo "write through" >"$ct" || fail "cache_type write through"
 echo "write back" >"$ct" || fail "cache_type write back"
+# A plain rescan prints nothing (sd only reports what changed): the host
+# grows the disk by 16 MiB once it sees resize_ready, and sd reports the new
+# capacity under the alias.
 alias_mark rescan
+size=$(cat "/sys/block/$disk/size")
+result resize_ready "$size"
+i=0
+while [ "$(cat "/sys/block/$disk/size")" = "$size" ] && [ $i -lt 300 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
 echo 1 >"/sys/block/$disk/device/rescan"
+result resized "$(cat "/sys/block/$disk/size")"
+ev_phase resize
 
 # Sense data: the caching mode page lets only WCE change, so asking for the
 # read cache to be disabled is refused with ILLEGAL REQUEST, which sd prints
@@ -62,11 +74,20 @@ expect_errno "Invalid argument" sh -c "echo 'a b' > $A"
 expect_errno "Invalid argument" sh -c "echo 'a/b' > $A"
 expect_errno "Invalid argument" sh -c "echo $long > $A"
 # (echo, not printf: busybox printf does not report write errors)
-expect_errno "Invalid argument" sh -c "echo -e 'caf\303\251' > $A"
+# A raw Latin-1 byte (0xe9, é): isalnum() accepts it, only isascii() does not.
+printf 'caf\351\n' >/tmp/latin1
+result latin1_bytes "$(od -An -tx1 /tmp/latin1 | tr -s ' ')"
+expect_errno "Invalid argument" sh -c "cat /tmp/latin1 > $A"
 expect_errno "Invalid argument" sh -c "echo -ne '\n\n' > $A"
 expect_errno "Invalid argument" sh -c "echo -ne 'foo\n\n' > $A"
 expect_errno "Invalid argument" sh -c "echo -ne 'a\000b' > $A"
 expect_errno "Invalid argument" sh -c "echo -ne 'tab\t' > $A"
+# Names that read like a disk's kernel name: this disk's, its partition's
+# and the forms the disk drivers give.
+for n in "$disk" sdb sdaa1 nvme0n1 nvme1n2p3 nvme0c1n1 dm-0 md127 loop0 \
+	vdb xvda2 sr0 mmcblk0p1 mmcblk0boot1 zram0 nbd3 "${disk}1"; do
+	expect_errno "Invalid argument" sh -c "echo $n > $A"
+done
 # A zero-length write() never reaches the attribute: sysfs returns 0 early.
 printf '' >"$A" || fail "empty write failed"
 dd if=/dev/null of="$A" 2>/dev/null || fail "empty dd failed"
@@ -126,5 +147,18 @@ result dev_nodes "$(ls /dev | grep "^$disk" | tr '\n' ' ')"
 result sys_block "$(ls /sys/block | grep "^sd" | tr '\n' ' ')"
 result sys_class_block "$(ls /sys/class/block | grep "^$disk" | tr '\n' ' ')"
 result uevent_file "$(grep -E '^(DEVNAME|ALIAS)=' "/sys/block/$disk/${disk}2/uevent" | tr '\n' ' ')"
+
+# Re-reading the partition table removes and adds the partitions again:
+# their add events carry the alias.
+alias_mark rereadpt
+blockdev --rereadpt "/dev/$disk" || fail "blockdev --rereadpt"
+ev_phase rereadpt
+
+# Names close to kernel names but not of their form are accepted.
+alias_mark accept
+for n in Sdb sdb_data hdd01 db01 md-data nvme-slot1 disk-sdb loop ramdisk; do
+	echo "$n" >"$A" || fail "writing $n"
+	result accepted "$n $(cat "$A")"
+done
 ev_stop
 result done

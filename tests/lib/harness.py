@@ -48,6 +48,37 @@ BRIDGE = "ntobr0"
 # their NAPI poll.
 NICS = {"virtio": "virtio-net-pci", "e1000": "e1000", "e1000e": "e1000e"}
 
+
+@dataclass
+class Disk:
+    """A guest disk: a raw image on a SCSI disk, CD-ROM or NVMe controller.
+
+    ``errors`` names a QEMU blkdebug config file that injects I/O errors
+    between the device and the image; a CD-ROM without ``path`` is empty.
+    """
+
+    path: Path | None
+    kind: str = "scsi-hd"           # scsi-hd, scsi-cd or nvme
+    serial: str = ""
+    errors: Path | None = None
+
+    def argv(self, i: int) -> list[str]:
+        drive = [f"if=none,id=d{i}"]
+        if self.path is not None:
+            image = f"blkdebug:{self.errors}:{self.path}" if self.errors \
+                else str(self.path)
+            drive.append(f"format=raw,file={image}")
+        if self.kind == "scsi-cd":
+            drive.append("media=cdrom")
+        dev = {"scsi-hd": f"scsi-hd,drive=d{i},bus=scsi0.0",
+               "scsi-cd": f"scsi-cd,drive=d{i},bus=scsi0.0",
+               "nvme": f"nvme,drive=d{i}"}[self.kind]
+        if self.serial:
+            dev += f",serial={self.serial}"
+        elif self.kind == "nvme":
+            dev += f",serial=nto-nvme-{i}"
+        return ["-drive", ",".join(drive), "-device", dev]
+
 _counter = itertools.count()
 
 
@@ -293,7 +324,7 @@ class Guest:
                  allow: Iterable[str] = (), require: Iterable[str] = (),
                  kernel_flavour: str | None = None, smp: int = 2,
                  memory: str = "1G", cmdline: str = "",
-                 disks: Sequence[Path] = (), monitor: bool = False,
+                 disks: Sequence[Path | Disk] = (), monitor: bool = False,
                  nic: str = "virtio", initrd: str = ""):
         if nic not in NICS:
             raise ValueError(f"unknown NIC {nic!r}: one of {sorted(NICS)}")
@@ -311,7 +342,10 @@ class Guest:
         self.smp = smp
         self.memory = memory
         self.cmdline = cmdline
-        self.disks = list(disks)
+        self.disks = [d if isinstance(d, Disk) else Disk(d) for d in disks]
+        for d in self.disks:
+            if d.kind not in ("scsi-hd", "scsi-cd", "nvme"):
+                raise ValueError(f"unknown disk kind {d.kind!r}")
         self.name = f"{script}#{index}"
         self.ip = f"192.0.2.{2 + index}"
         self.ip6 = f"2001:db8::{2 + index}"
@@ -360,11 +394,10 @@ class Guest:
             tap = self.ns.add_tap()
             argv += ["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
                      "-device", f"{NICS[self.nic]},netdev=n0,mac={self.mac}"]
-        if self.disks:
+        if any(d.kind.startswith("scsi-") for d in self.disks):
             argv += ["-device", "virtio-scsi-pci,id=scsi0"]
-            for i, disk in enumerate(self.disks):
-                argv += ["-drive", f"file={disk},if=none,format=raw,id=d{i}",
-                         "-device", f"scsi-hd,drive=d{i},bus=scsi0.0"]
+        for i, disk in enumerate(self.disks):
+            argv += disk.argv(i)
         return argv
 
     def start(self) -> "Guest":
