@@ -11,7 +11,8 @@
 # the kdump test: the same, plus Debian's kexec (qemu/kexec.sh) and its
 # libraries, the flavour's bzImage as /boot/bzImage and, as
 # /boot/capture.cpio, a small initramfs for the capture kernel (busybox,
-# /init, /tests).
+# /init, /tests), and initramfs-<flavour>-udev.cpio for the udev test: the
+# same as the plain one plus Debian's udev (qemu/udev.sh).
 set -euo pipefail
 
 cache=$(cd "$1" && pwd -P)
@@ -70,22 +71,11 @@ mv "$cache/initramfs-$flavour.cpio.tmp" "$cache/initramfs-$flavour.cpio"
 echo "mkinitramfs: $cache/initramfs-$flavour.cpio ($(grep -c '^file' "$spec") files)"
 
 [ -n "${STOCK_KDIR:-}" ] && exit 0
-kexec=$(bash "$top/qemu/kexec.sh" "$cache")
-capture=$(mktemp)
-kspec=$(mktemp)
-trap 'rm -f "$spec" "$capture" "$kspec"' EXIT
-# The capture kernel's initramfs: what /init needs to run a /tests script
-grep -E '^(dir|nod|slink) |^file /(bin/busybox|init|tests/)' "$spec" >"$kspec"
-"$gen" -t 0 "$kspec" >"$capture"
-{
-	cat "$spec"
-	echo "dir /boot 755 0 0"
-	echo "file /sbin/kexec $kexec 755 0 0"
-	echo "file /boot/bzImage $out/arch/x86/boot/bzImage 644 0 0"
-	echo "file /boot/capture.cpio $capture 644 0 0"
-	# kexec's shared libraries, at the paths ldd names, after the
-	# directories they need (parents first)
-	libs=$(ldd "$kexec" | grep -o '/[^ ]*')
+
+# The shared libraries of the binaries given, at the paths ldd names, after
+# the directories they need (parents first) that $spec lacks.
+libs_of() {
+	libs=$(for b; do ldd "$b"; done | grep -o '/[^ ]*' | sort -u)
 	for lib in $libs; do
 		d=$(dirname "$lib")
 		while [ "$d" != / ]; do echo "$d"; d=$(dirname "$d"); done
@@ -95,6 +85,46 @@ grep -E '^(dir|nod|slink) |^file /(bin/busybox|init|tests/)' "$spec" >"$kspec"
 	for lib in $libs; do
 		echo "file $lib $(readlink -f "$lib") 755 0 0"
 	done
+}
+
+# initramfs-<flavour>-udev.cpio: Debian's systemd-udevd and udevadm
+# (qemu/udev.sh), the rules that set ID_SERIAL, scsi_id, and the project's
+# example rule as /usr/share/netoops/61-disk-alias.rules.
+udev=$(bash "$top/qemu/udev.sh" "$cache")
+uspec=$(mktemp)
+trap 'rm -f "$spec" "$uspec"' EXIT
+{
+	cat "$spec"
+	for d in /etc /etc/udev /etc/udev/rules.d /lib/systemd /lib/udev \
+		 /lib/udev/rules.d /usr/share /usr/share/netoops; do
+		echo "dir $d 755 0 0"
+	done
+	echo "file /bin/udevadm $udev/bin/udevadm 755 0 0"
+	echo "slink /lib/systemd/systemd-udevd /bin/udevadm 777 0 0"
+	echo "file /lib/udev/scsi_id $udev/lib/udev/scsi_id 755 0 0"
+	for r in 50-udev-default 60-block 60-persistent-storage; do
+		echo "file /lib/udev/rules.d/$r.rules $udev/lib/udev/rules.d/$r.rules 644 0 0"
+	done
+	echo "file /usr/share/netoops/61-disk-alias.rules $top/udev/61-disk-alias.rules 644 0 0"
+	libs_of "$udev/bin/udevadm" "$udev/lib/udev/scsi_id"
+} >"$uspec"
+"$gen" -t 0 "$uspec" >"$cache/initramfs-$flavour-udev.cpio.tmp"
+mv "$cache/initramfs-$flavour-udev.cpio.tmp" "$cache/initramfs-$flavour-udev.cpio"
+echo "mkinitramfs: $cache/initramfs-$flavour-udev.cpio"
+kexec=$(bash "$top/qemu/kexec.sh" "$cache")
+capture=$(mktemp)
+kspec=$(mktemp)
+trap 'rm -f "$spec" "$uspec" "$capture" "$kspec"' EXIT
+# The capture kernel's initramfs: what /init needs to run a /tests script
+grep -E '^(dir|nod|slink) |^file /(bin/busybox|init|tests/)' "$spec" >"$kspec"
+"$gen" -t 0 "$kspec" >"$capture"
+{
+	cat "$spec"
+	echo "dir /boot 755 0 0"
+	echo "file /sbin/kexec $kexec 755 0 0"
+	echo "file /boot/bzImage $out/arch/x86/boot/bzImage 644 0 0"
+	echo "file /boot/capture.cpio $capture 644 0 0"
+	libs_of "$kexec"
 } >"$kspec"
 "$gen" -t 0 "$kspec" >"$cache/initramfs-$flavour-kdump.cpio.tmp"
 mv "$cache/initramfs-$flavour-kdump.cpio.tmp" "$cache/initramfs-$flavour-kdump.cpio"

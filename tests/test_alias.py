@@ -327,3 +327,46 @@ def test_disk_removal_during_logged_traffic(disks):
         assert int(logged) > 0, f"round {i}: no command logged as gone_{i}"
         assert int(synced) == 1, f"round {i}: no cache sync as gone_{i}"
     assert disks.value("other_alias") == "stays_b"
+
+
+def test_udev_rule_with_real_udevd(tmp_path):
+    """udev/61-disk-alias.rules under Debian's systemd-udevd (alias_udev)."""
+    plain = tmp_path / "plain.img"
+    with open(plain, "wb") as f:
+        f.truncate(16 << 20)
+    res = Guest(None, "alias_udev", initrd="udev", timeout=300,
+                disks=[Disk(make_disk(tmp_path / "disk.img"),
+                            serial="NTO-UDEV-0"),
+                       Disk(plain, serial="NTO-UDEV-1")]).run()
+    res.assert_ok()
+    assert res.value("done") == "", res.excerpt()
+    assert res.value("serial").endswith("NTO-UDEV-0"), res.value("serial")
+    d0, d1 = res.value("disks").split()
+
+    def links(name: str) -> list[str]:
+        return [f"{name}>{d0}", f"{name}-part1>{d0}1", f"{name}-part2>{d0}2"]
+
+    def got(key: str) -> list[str]:
+        """The "alias>target" links the guest listed under key, sorted."""
+        return sorted(res.value(key).split())
+
+    # add: the alias from ID_SERIAL, links for the disk and its partitions
+    assert res.value("coldplug_alias") == "db_data0"
+    assert res.value("coldplug_other") == "0", "the rule named no other disk"
+    assert got("coldplug_links") == sorted(links("db_data0"))
+    # by hand on a disk no rule names: the links follow a rename and a clear
+    assert got("hand_set") == sorted(links('db_data0') + [f"spare_1>{d1}"])
+    assert got("hand_rename") == sorted(links('db_data0') + [f"spare_2>{d1}"])
+    assert got("hand_clear") == sorted(links("db_data0"))
+    # by hand on the named disk: the rule puts its alias back, once
+    assert res.value("revert_alias") == "db_data0"
+    assert got("revert_links") == sorted(links("db_data0"))
+    st = steps(res.console)["revert"]
+    assert re.findall(r"alias_name: .*", st) == [
+        f"alias_name: assigned handset to {d0} (previous alias_name was "
+        "db_data0)",
+        f"alias_name: assigned db_data0 to {d0} (previous alias_name was "
+        "handset)"], st
+    # an edited rule, reloaded and triggered, renames the disk
+    assert res.value("edited_alias") == "edited_0"
+    assert got("edited_links") == sorted(links("edited_0"))
