@@ -18,10 +18,10 @@ KMAKE   := $(MAKE) -C $(KDIR) M=$(MODDIR) W=1 KCFLAGS=-Werror
 
 export CACHE FLAVOUR PYTHON
 
-.PHONY: all help deps kernel kernels modules initramfs stock style sparse \
-	check test demo bench clean distclean
+.PHONY: all help deps kernel kernels modules initramfs stock deb debvm style \
+	sparse check test demo bench clean distclean
 
-all: modules initramfs stock
+all: modules initramfs stock debvm
 
 help:
 	@echo "make deps       install the Debian packages the project needs"
@@ -30,6 +30,8 @@ help:
 	@echo "make modules    build modules/*.ko against the patched tree (W=1, -Werror)"
 	@echo "make initramfs  build the guest initramfs for FLAVOUR"
 	@echo "make stock      Debian's own 6.1 kernel: headers, image, modules, initramfs"
+	@echo "make deb        the Debian packages netoops-dkms and netoops-collector (dist/)"
+	@echo "make debvm      a Debian 12 machine image with the packages installed"
 	@echo "make style      checkpatch --strict over modules/ and core-hooks/*.patch"
 	@echo "make sparse     sparse (C=2) over the modules"
 	@echo "make check      the whole test suite (host, style, sparse, guests)"
@@ -61,6 +63,14 @@ initramfs: modules
 # (as DKMS builds them), its vmlinuz and its own modules for the guests.
 stock: initramfs
 	@bash qemu/stock.sh $(CACHE)
+
+deb: deps
+	@bash qemu/deb.sh $(CACHE) $(CURDIR)/dist
+
+# mmdebstrap, then apt install of the .debs in a chroot: nothing is loaded
+# or installed on this machine
+debvm: deb
+	@bash qemu/debian-vm.sh $(CACHE) $(CURDIR)/dist
 
 style: kernel
 	@$(CHECKPATCH) -f modules/*.[ch]

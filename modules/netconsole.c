@@ -26,6 +26,7 @@
 #include <linux/netpoll.h>
 #include <linux/string.h>
 
+#include "netoops_version.h"
 #include "netpoll_targets.h"
 
 #define MAX_PARAM_LENGTH	256
@@ -295,3 +296,4 @@ module_exit(netconsole_exit);
 
 MODULE_DESCRIPTION("Console driver for network interfaces");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(NETOOPS_MODULE_VERSION);

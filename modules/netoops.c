@@ -57,6 +57,7 @@
 #include <asm/processor.h>
 #include <asm/unaligned.h>
 
+#include "netoops_version.h"
 #include "netpoll_targets.h"
 #include "netoops_wire.h"
 
@@ -1276,5 +1277,6 @@ static void __exit netoops_exit(void)
 module_init(netoops_init);
 module_exit(netoops_exit);
 MODULE_LICENSE("GPL");
+MODULE_VERSION(NETOOPS_MODULE_VERSION);
 MODULE_DESCRIPTION("Send the kernel log and crash facts over UDP on oops and panic");
 MODULE_INFO(netoops_mode, NETOOPS_MODE);

@@ -40,6 +40,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 
+#include "netoops_version.h"
 #include "netpoll_targets.h"
 
 #define nts_info(nts, fmt, ...)	\
@@ -942,4 +943,5 @@ void unregister_netpoll_targets(struct netpoll_targets *nts)
 EXPORT_SYMBOL_GPL(unregister_netpoll_targets);
 
 MODULE_LICENSE("GPL");
+MODULE_VERSION(NETOOPS_MODULE_VERSION);
 MODULE_DESCRIPTION("Netpoll targets shared by netconsole and netoops");

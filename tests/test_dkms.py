@@ -22,7 +22,7 @@ def modinfo(ko: Path, field: str) -> str:
 
 def test_dkms_builds_the_modules_against_debians_headers(tmp_path: Path):
     rel = kernel_release("stock")
-    src = tmp_path / "src" / "netoops-1.0"
+    src = tmp_path / "src" / "netoops-1.1"
     src.mkdir(parents=True)
     shutil.copytree(TOP / "modules", src / "modules")
     shutil.copy(TOP / "dkms.conf", src)
@@ -36,13 +36,13 @@ def test_dkms_builds_the_modules_against_debians_headers(tmp_path: Path):
             "--installtree", str(tmp_path / "inst")]
     try:
         for step in (["add"], ["build", "-k", rel]):
-            res = subprocess.run(dkms + step + ["-m", "netoops", "-v", "1.0"],
+            res = subprocess.run(dkms + step + ["-m", "netoops", "-v", "1.1"],
                                  capture_output=True, text=True, timeout=600)
             assert res.returncode == 0, res.stdout + res.stderr
     finally:
         for m in made:
             m.unlink(missing_ok=True)
-    built = tmp_path / "tree" / "netoops" / "1.0" / rel / "x86_64" / "module"
+    built = tmp_path / "tree" / "netoops" / "1.1" / rel / "x86_64" / "module"
     kos = sorted(p.name for p in built.glob("*.ko"))
     assert kos == ["netconsole.ko", "netoops.ko", "netpoll_targets.ko"]
     for ko in built.glob("*.ko"):
