@@ -115,12 +115,12 @@ if [ ! -f "$base" ]; then
 fi
 
 # 2. Image
-# what the packages install and do (not their documentation: a README edit
-# must not cost an image build)
+# what the packages install and do (not their documentation or man pages: a
+# README edit must not cost an image build)
 deb_key() {
 	dpkg-deb -f "$1" | grep -v '^Installed-Size:'
 	for f in postinst prerm postrm conffiles md5sums; do
-		dpkg-deb -I "$1" "$f" 2>/dev/null | grep -v ' usr/share/doc/' || true
+		dpkg-deb -I "$1" "$f" 2>/dev/null | grep -v ' usr/share/\(doc\|man\)/' || true
 	done
 }
 img_key=$( (echo "$base_key"; deb_key "$dkms_deb"; deb_key "$coll_deb";
