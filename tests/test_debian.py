@@ -113,7 +113,7 @@ def test_sysrq_crash_is_reported_end_to_end(boot: Boot):
     assert d["boot_id"] == int(r.value("boot_id")[:8], 16) == int(r.value("netoops_boot_id"))
     assert d["source"] == "192.0.2.2"
     assert "sysrq triggered crash" in d["log"]
-    assert "Linux version " + r.value("release") in d["log"] or r.value("release") in d["log"]
+    assert r.value("release") in d["log"]
 
 
 def test_time_from_power_on_to_armed(boot: Boot):

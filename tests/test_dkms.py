@@ -5,6 +5,7 @@ each module says which mode it was built for."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 from harness import TOP, cache_dir
 from test_harness import kernel_release
 
+VERSION = re.search(r'^PACKAGE_VERSION="([^"]+)"', (TOP / "dkms.conf").read_text(),
+                    re.M)[1]
 MOK = [Path("/var/lib/dkms/mok.key"), Path("/var/lib/dkms/mok.pub")]
 
 
@@ -22,7 +25,7 @@ def modinfo(ko: Path, field: str) -> str:
 
 def test_dkms_builds_the_modules_against_debians_headers(tmp_path: Path):
     rel = kernel_release("stock")
-    src = tmp_path / "src" / "netoops-1.1"
+    src = tmp_path / "src" / f"netoops-{VERSION}"
     src.mkdir(parents=True)
     shutil.copytree(TOP / "modules", src / "modules")
     shutil.copy(TOP / "dkms.conf", src)
@@ -36,13 +39,13 @@ def test_dkms_builds_the_modules_against_debians_headers(tmp_path: Path):
             "--installtree", str(tmp_path / "inst")]
     try:
         for step in (["add"], ["build", "-k", rel]):
-            res = subprocess.run(dkms + step + ["-m", "netoops", "-v", "1.1"],
+            res = subprocess.run(dkms + step + ["-m", "netoops", "-v", VERSION],
                                  capture_output=True, text=True, timeout=600)
             assert res.returncode == 0, res.stdout + res.stderr
     finally:
         for m in made:
             m.unlink(missing_ok=True)
-    built = tmp_path / "tree" / "netoops" / "1.1" / rel / "x86_64" / "module"
+    built = tmp_path / "tree" / "netoops" / VERSION / rel / "x86_64" / "module"
     kos = sorted(p.name for p in built.glob("*.ko"))
     assert kos == ["netconsole.ko", "netoops.ko", "netpoll_targets.ko"]
     for ko in built.glob("*.ko"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import NICS, Guest, Netns, cache_dir
+from harness import Guest, Netns, cache_dir
 
 PROBE = Path(__file__).resolve().parents[1] / "debian" / "probe.sh"
 
@@ -35,17 +35,8 @@ class DebianMachine(Guest):
                 raise FileNotFoundError(f"{img / f} missing: run `make debvm` first")
         params = ["root=/dev/vda", "rw", "console=ttyS0", "panic=1",
                   "idle=halt", "systemd.show_status=1"]
-        tap = self.ns.add_tap()
-        return ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg",
-                "-cpu", "max", "-smp", str(self.smp), "-m", self.memory,
-                "-nodefaults", "-nographic", "-no-reboot",
-                "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd.img"),
-                "-append", " ".join(params),
-                # fixed PCI slots: the NIC is enp0s3 to Debian's udev
-                "-drive", f"file={img / 'disk.raw'},if=none,id=d0,format=raw,snapshot=on",
-                "-device", "virtio-blk-pci,drive=d0,addr=0x4",
-                "-fw_cfg", f"name=opt/netoops/probe,file={self.probe}",
-                "-serial", f"file:{self.console_path}",
-                "-serial", f"file:{self.result_path}",
-                "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
-                "-device", f"{NICS[self.nic]},netdev=n0,mac={self.mac},addr=0x3"]
+        # fixed PCI slots: the NIC is enp0s3 to Debian's udev
+        return self.qemu_argv(img / "vmlinuz", img / "initrd.img", params, nic_addr="0x3") + [
+            "-drive", f"file={img / 'disk.raw'},if=none,id=d0,format=raw,snapshot=on",
+            "-device", "virtio-blk-pci,drive=d0,addr=0x4",
+            "-fw_cfg", f"name=opt/netoops/probe,file={self.probe}"]

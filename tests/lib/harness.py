@@ -381,6 +381,18 @@ class Guest:
         params += [f"nto.{k}={v}" for k, v in self.args.items()]
         if self.cmdline:
             params.append(self.cmdline)
+        argv = self.qemu_argv(kernel, initrd, params)
+        if any(d.kind.startswith("scsi-") for d in self.disks):
+            argv += ["-device", "virtio-scsi-pci,id=scsi0"]
+        for i, disk in enumerate(self.disks):
+            argv += disk.argv(i)
+        return argv
+
+    def qemu_argv(self, kernel: Path, initrd: Path, params: Sequence[str],
+                  nic_addr: str = "") -> list[str]:
+        """QEMU booting ``kernel``: console and result ports, the monitor if
+        asked for, the NIC on a tap of the namespace (at PCI slot
+        ``nic_addr`` if given)."""
         argv = ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg",
                 "-cpu", "max", "-smp", str(self.smp), "-m", self.memory,
                 "-nodefaults", "-nographic", "-no-reboot",
@@ -392,12 +404,9 @@ class Guest:
             argv += ["-monitor", f"unix:{self.monitor_path},server=on,wait=off"]
         if self.ns:
             tap = self.ns.add_tap()
+            addr = f",addr={nic_addr}" if nic_addr else ""
             argv += ["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
-                     "-device", f"{NICS[self.nic]},netdev=n0,mac={self.mac}"]
-        if any(d.kind.startswith("scsi-") for d in self.disks):
-            argv += ["-device", "virtio-scsi-pci,id=scsi0"]
-        for i, disk in enumerate(self.disks):
-            argv += disk.argv(i)
+                     "-device", f"{NICS[self.nic]},netdev=n0,mac={self.mac}{addr}"]
         return argv
 
     def start(self) -> "Guest":
