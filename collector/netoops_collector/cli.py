@@ -76,11 +76,23 @@ def build_parser() -> argparse.ArgumentParser:
                        metavar="BYTES", help="bytes in flight, in total (default %(default)s)")
     serve.add_argument("--max-inflight-per-source", type=_positive(int),
                        default=lim.max_dumps_per_source, metavar="N",
-                       help="dumps in flight per source address and port "
+                       help="dumps in flight per source address "
                             "(default %(default)s)")
     serve.add_argument("--max-inflight-bytes-per-source", type=_positive(int),
                        default=lim.max_bytes_per_source, metavar="BYTES",
                        help="bytes in flight per source (default %(default)s)")
+    cfg0 = ServeConfig(db=Path())
+    serve.add_argument("--log-interval", type=_positive(float), default=cfg0.log_interval,
+                       metavar="SECONDS", help="log the counters this often when they "
+                                               "changed (default %(default)s)")
+    for name, what in (("dumps", "dumps"), ("partial", "partial dumps"),
+                       ("junk", "dumps without crash text")):
+        serve.add_argument(f"--{name}-per-source", type=_positive(int),
+                           default=getattr(cfg0, f"{name}_per_source"), metavar="N",
+                           help=f"{what} stored per source address: N at once, then N per "
+                                "--budget-window (default %(default)s); the rest are counted")
+    serve.add_argument("--budget-window", type=_positive(float), default=cfg0.budget_window,
+                       metavar="SECONDS", help="see --dumps-per-source (default %(default)s)")
 
     ls = sub.add_parser("list", parents=[query], help="list the stored dumps")
     ls.add_argument("--limit", type=_positive(int), metavar="N",
@@ -97,7 +109,10 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                     max_bytes=args.max_inflight_bytes,
                     max_dumps_per_source=args.max_inflight_per_source,
                     max_bytes_per_source=args.max_inflight_bytes_per_source)
-    cfg = ServeConfig(db=db, listen=args.listen or [], limits=limits, rcvbuf=args.rcvbuf)
+    cfg = ServeConfig(db=db, listen=args.listen or [], limits=limits, rcvbuf=args.rcvbuf,
+                      log_interval=args.log_interval, dumps_per_source=args.dumps_per_source,
+                      partial_per_source=args.partial_per_source,
+                      junk_per_source=args.junk_per_source, budget_window=args.budget_window)
     try:
         server = Server(cfg)
     except store.StoreError as err:
@@ -125,7 +140,8 @@ def _query(args: argparse.Namespace, db: Path) -> int:
             sys.stdout.write(views.show_json(dump) if args.json else views.show_text(dump))
         elif args.command == "groups":
             rows = store.groups(conn)
-            sys.stdout.write(views.groups_json(rows) if args.json else views.groups_text(rows))
+            sys.stdout.write(views.groups_json(rows) if args.json
+                             else views.groups_text(rows, store.ungrouped(conn)))
         elif args.command == "stats":
             st = store.stats(conn)
             sys.stdout.write(views.stats_json(st) if args.json else views.stats_text(st))

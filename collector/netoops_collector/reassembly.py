@@ -11,13 +11,26 @@ missing and still shows the ones that arrived.
 
 After a dump is finalised its key is remembered for ``recent_ttl`` seconds
 after the last packet seen for it, so that the second and third copies count
-as duplicates (or, for a partial dump, as late packets) instead of starting a
-new dump.  In that window a packet with the key that is not a copy of the
-finalised dump (its header differs, or it carries other bytes for a
-packet_no the dump has) contradicts it and is rejected as a conflict: two
-dumps of one boot have different dump_ids (netoops_wire.h).  After the
-window the key is free again, so a machine that reboots without a new
-boot_id and crashes with the same dump_id is still recorded.
+as duplicates instead of starting a new dump.  A partial dump is remembered
+with its chunks: a chunk it lacks that arrives in that window (a later copy,
+a slow path) reopens it, and it is finalised again with the same ``uid`` and
+a higher ``revision``, to replace what was stored.  In that window a packet
+with the key that is not a copy of the finalised dump (its header differs,
+or it carries other bytes for a packet_no the dump has) contradicts it and
+is rejected as a conflict: two dumps of one boot have different dump_ids
+(netoops_wire.h).  After the window the key is free again, so a machine that
+reboots without a new boot_id and crashes with the same dump_id is still
+recorded.
+
+Work and memory are bounded by what arrived, never by what a header claims:
+chunks are kept by packet_no in a dict, missing chunks are computed as
+ranges, and every structure is charged in bytes.  Caps are kept per source
+*address* (one host on many ports is one source): a source over its own
+caps finalises its own least recently active dump; when the totals are
+exceeded, the newest dump of the address with the most dumps in flight goes
+first, so one address cannot evict or finalise another's dumps in progress.
+The table of finalised dumps is bounded per address the same way, so a flood
+from one address cannot make a real dump forget its copies.
 """
 
 from __future__ import annotations
@@ -26,7 +39,7 @@ import time
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from . import proto
 
@@ -37,7 +50,14 @@ _TYPES, _MAX_COUNT = frozenset(proto.TYPES), proto.MAX_PACKET_COUNT
 _IDENT_HEAD, _IDENT_TAIL = proto.IDENT_HEAD, proto.IDENT_TAIL
 
 Key = tuple[str, int, int, int, int]     # (address, port, boot_id, dump_id, type)
-Source = tuple[str, int]                 # (address, port)
+
+# What the accounting charges, in bytes (CPython sizes, rounded up): a chunk
+# kept in flight (its 1024 data bytes, the bytes object and its dict slot), a
+# dump in flight or remembered (the objects, the first packet, dict slots),
+# and a remembered complete dump per packet (one hash in an array).
+CHUNK_COST = 1024 + 96
+ENTRY_COST = _PACKET_SIZE + 1024
+HASH_COST = 8
 
 # Why a dump was finalised.
 COMPLETE, TIMEOUT, CAPACITY, SHUTDOWN = "complete", "timeout", "capacity", "shutdown"
@@ -46,36 +66,54 @@ STAT_NAMES: tuple[str, ...] = (
     "packets",            # datagrams seen
     "accepted",           # chunks kept (first copy of a packet_no)
     "duplicates",         # identical copies, before or after finalisation
-    "late",               # new chunks for a dump already finalised as partial
+    "late",               # chunks that reopened or joined a dump finalised as partial
+    "late_dropped",       # ... that did not fit in memory (the dump stays as stored)
     *(f"rejected_{r}" for r in proto.REASONS),
     "rejected_conflict",  # contradicts the earlier packets of its dump
-    "dumps_complete",
-    "dumps_partial",
-    "partial_timeout",    # partial dumps finalised by the quiet timeout,
-    "partial_capacity",   # ... finalised early (not dropped) by the memory caps,
-    "partial_shutdown",   # ... finalised at shutdown
+    "dumps_complete",     # dumps stored complete (a repaired dump moves here)
+    "dumps_partial",      # dumps stored partial
+    "dumps_repaired",     # times late chunks replaced a stored partial dump
+    "partial_timeout",    # finalisations as partial by the quiet timeout,
+    "partial_capacity",   # ... early (never dropped) by the memory caps,
+    "partial_shutdown",   # ... at shutdown
 )
 
 
 @dataclass
 class Limits:
-    """Memory bounds on the dumps in flight."""
+    """Memory bounds, in dumps and in bytes as charged (see CHUNK_COST)."""
 
     quiet_timeout: float = 10.0
-    max_dumps: int = 512
-    max_bytes: int = 128 << 20
-    max_dumps_per_source: int = 8
+    # Dumps in flight: in total, and per source address.
+    max_dumps: int = 4096
+    max_bytes: int = 256 << 20
+    max_dumps_per_source: int = 256
     max_bytes_per_source: int = 32 << 20
-    # How long after its last packet, and how many, finalised keys are remembered.
+    # Finalised dumps remembered, for ``recent_ttl`` seconds after their last
+    # packet: in total, and per source address.
     recent_ttl: float = 60.0
-    max_recent: int = 8192
-    max_recent_packets: int = 1 << 20     # packet hashes kept for them (8 bytes each)
+    max_recent: int = 16384
+    max_recent_bytes: int = 64 << 20
+    max_recent_per_source: int = 1024
+    max_recent_bytes_per_source: int = 16 << 20
+
+    @property
+    def bound(self) -> int:
+        """Most bytes the reassembler holds (in flight and remembered)."""
+        return self.max_bytes + self.max_recent_bytes
 
 
 @dataclass
 class Dump:
-    """A finalised dump, as it is stored."""
+    """A finalised dump, as it is stored.
 
+    ``uid`` numbers the dumps of one reassembler; when late chunks repair a
+    dump that was finalised as partial, it is finalised again with the same
+    ``uid`` and a higher ``revision``, and replaces what was stored.
+    """
+
+    uid: int
+    revision: int
     source: str
     port: int
     boot_id: int
@@ -89,7 +127,8 @@ class Dump:
     x86_stepping: int
     regs: dict[str, int]
     packet_count: int
-    missing: list[int]
+    packets_received: int
+    missing: list[tuple[int, int]]   # packet_no ranges (inclusive) never received
     log: str
     first_packet: float
     finalised: float
@@ -97,11 +136,21 @@ class Dump:
 
     @property
     def complete(self) -> bool:
-        return not self.missing
+        return self.packets_received == self.packet_count
 
-    @property
-    def packets_received(self) -> int:
-        return self.packet_count - len(self.missing)
+
+def format_ranges(pairs: Sequence[tuple[int, int]]) -> str:
+    """[(1, 3), (7, 7)] -> "1-3,7"."""
+    return ",".join(f"{a}-{b}" if b != a else f"{a}" for a, b in pairs)
+
+
+def parse_ranges(text: str) -> list[tuple[int, int]]:
+    """"1-3,7" -> [(1, 3), (7, 7)]."""
+    out: list[tuple[int, int]] = []
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        out.append((int(a), int(b or a)))
+    return out
 
 
 def ranges(numbers: list[int]) -> str:
@@ -121,26 +170,44 @@ def ranges(numbers: list[int]) -> str:
 
 
 @dataclass(eq=False)
-class _InFlight:
+class _Entry:
+    """A dump in flight (or remembered as partial, with its chunks)."""
+
     key: Key
-    head: bytes                 # packet bytes [0, 16)
-    tail: bytes                 # packet bytes [20, data_offset)
+    uid: int
+    first: bytes                # the first packet received: the header, the x86 block
     data_offset: int
     count: int
     first_wall: float
     last_seen: float
-    chunks: list[bytes | None] = field(default_factory=list)
-    got: int = 0
-    nbytes: int = 0
+    revision: int = 0
+    chunks: dict[int, bytes] = field(default_factory=dict)   # packet_no -> data
+    cost: int = ENTRY_COST
+
+    def same_dump(self, buf: bytes) -> bool:
+        first = self.first
+        return (buf[:_IDENT_HEAD] == first[:_IDENT_HEAD]
+                and buf[_IDENT_TAIL:self.data_offset] == first[_IDENT_TAIL:self.data_offset])
 
 
 @dataclass(eq=False)
 class _Done:
-    head: bytes
-    tail: bytes
-    hashes: array[int]          # by packet_no: hash of the packet kept
-    missing: frozenset[int]     # packet_no that never arrived
+    """A finalised dump, remembered to tell its later copies."""
+
+    entry: _Entry                       # a complete one keeps no chunks
+    hashes: array[int] | None           # complete: hash of each chunk by packet_no
     expires: float
+    cost: int
+
+
+@dataclass(eq=False)
+class _Addr:
+    """What one source address holds."""
+
+    inflight: OrderedDict[Key, _Entry] = field(default_factory=OrderedDict)  # least active first
+    nbytes: int = 0
+    recent: OrderedDict[Key, None] = field(default_factory=OrderedDict)
+    recent_bytes: int = 0
 
 
 class Reassembler:
@@ -158,12 +225,15 @@ class Reassembler:
         self.clock = clock
         self.wallclock = wallclock
         self.stats: dict[str, int] = dict.fromkeys(STAT_NAMES, 0)
-        self._inflight: OrderedDict[Key, _InFlight] = OrderedDict()  # LRU first
-        self._recent: OrderedDict[Key, _Done] = OrderedDict()
-        self._recent_packets = 0
-        self._src_dumps: dict[Source, int] = {}
-        self._src_bytes: dict[Source, int] = {}
+        self._inflight: OrderedDict[Key, _Entry] = OrderedDict()   # least active first
+        self._recent: OrderedDict[Key, _Done] = OrderedDict()     # least active first
+        self._addrs: dict[str, _Addr] = {}
+        # Addresses by how many dumps they have in flight, for the heaviest.
+        self._by_count: dict[int, dict[str, None]] = {}
+        self._top = 0
         self._bytes = 0
+        self._recent_bytes = 0
+        self._uid = 0
 
     # -- introspection -------------------------------------------------
     @property
@@ -173,6 +243,15 @@ class Reassembler:
     @property
     def inflight_bytes(self) -> int:
         return self._bytes
+
+    @property
+    def recent_bytes(self) -> int:
+        return self._recent_bytes
+
+    @property
+    def held_bytes(self) -> int:
+        """Everything charged: dumps in flight and finalised dumps remembered."""
+        return self._bytes + self._recent_bytes
 
     def next_deadline(self) -> float | None:
         """Monotonic time at which the stalest dump in flight times out."""
@@ -198,54 +277,44 @@ class Reassembler:
                 return ()
         if now is None:
             now = self.clock()
-        data_offset, count, no = hdr[2], hdr[6], hdr[7]
+        no = hdr[7]
         key = (source, port, hdr[8], hdr[1], hdr[5])
-        entry = self._inflight.get(key)
+        data = buf[_DATA_OFFSET:]
         out: list[Dump] = []
+        entry = self._inflight.get(key)
         if entry is None:
             done = self._recent.get(key)
             if done is not None and done.expires <= now:
-                del self._recent[key]
-                self._recent_packets -= len(done.hashes)
+                self._drop_recent(key)
                 done = None
             if done is not None:
-                if no < len(done.hashes) and no not in done.missing \
-                        and done.hashes[no] == hash(buf):
-                    stats["duplicates"] += 1
-                elif (no in done.missing and buf[:_IDENT_HEAD] == done.head
-                        and buf[_IDENT_TAIL:data_offset] == done.tail):
-                    stats["late"] += 1
-                else:
-                    stats["rejected_conflict"] += 1
-                    return ()
-                done.expires = now + self.limits.recent_ttl
-                self._recent.move_to_end(key)
-                return ()
-            entry = self._start(key, buf, data_offset, count, now, out)
-        elif buf[:_IDENT_HEAD] != entry.head or buf[_IDENT_TAIL:data_offset] != entry.tail:
+                entry = self._copy_of_finalised(key, done, buf, no, data, now, out)
+                if entry is None:
+                    return out
+            else:
+                entry = self._start(key, buf, hdr[6], now, out)
+        elif not entry.same_dump(buf):
             stats["rejected_conflict"] += 1
             return ()
         else:
             self._inflight.move_to_end(key)
+            self._addrs[source].inflight.move_to_end(key)
             entry.last_seen = now
-        chunks = entry.chunks
-        have = chunks[no]
-        if have is not None:
-            stats["duplicates" if have == buf else "rejected_conflict"] += 1
-            return ()
-        chunks[no] = buf
-        entry.got += 1
-        size = len(buf)
-        entry.nbytes += size
-        self._bytes += size
-        src = (source, port)
-        self._src_bytes[src] += size
+            have = entry.chunks.get(no)
+            if have is not None:
+                stats["duplicates" if have == data else "rejected_conflict"] += 1
+                return ()
+        entry.chunks[no] = data
+        entry.cost += CHUNK_COST
+        self._bytes += CHUNK_COST
+        addr = self._addrs[source]
+        addr.nbytes += CHUNK_COST
         stats["accepted"] += 1
-        if entry.got == entry.count:
+        if len(entry.chunks) == entry.count:
             out.append(self._finalise(entry, COMPLETE, now))
         elif self._bytes > self.limits.max_bytes or \
-                self._src_bytes[src] > self.limits.max_bytes_per_source:
-            self._enforce_bytes(entry, src, now, out)
+                addr.nbytes > self.limits.max_bytes_per_source:
+            self._enforce_bytes(entry, addr, now, out)
         return out
 
     def expire(self, now: float | None = None) -> list[Dump]:
@@ -259,7 +328,11 @@ class Reassembler:
             if entry.last_seen + quiet > now:
                 break
             out.append(self._finalise(entry, TIMEOUT, now))
-        self._forget(now)
+        while self._recent:
+            key, done = next(iter(self._recent.items()))
+            if done.expires > now:
+                break
+            self._drop_recent(key)
         return out
 
     def flush(self, now: float | None = None) -> list[Dump]:
@@ -269,144 +342,246 @@ class Reassembler:
         return [self._finalise(entry, SHUTDOWN, now)
                 for entry in list(self._inflight.values())]
 
-    # -- internals -----------------------------------------------------
-    def _start(self, key: Key, buf: bytes, data_offset: int, count: int,
-               now: float, out: list[Dump]) -> _InFlight:
-        src = (key[0], key[1])
-        lim = self.limits
-        while self._src_dumps.get(src, 0) >= lim.max_dumps_per_source:
-            victim = self._oldest(src)
-            assert victim is not None      # the source has dumps in flight
-            out.append(self._finalise(victim, CAPACITY, now))
-        while len(self._inflight) >= lim.max_dumps:
-            victim = self._oldest(None)
-            assert victim is not None
-            out.append(self._finalise(victim, CAPACITY, now))
-        entry = _InFlight(key, buf[:proto.IDENT_HEAD],
-                          buf[proto.IDENT_TAIL:data_offset], data_offset, count,
-                          self.wallclock(), now, [None] * count)
-        self._inflight[key] = entry
-        self._src_dumps[src] = self._src_dumps.get(src, 0) + 1
-        self._src_bytes.setdefault(src, 0)
+    # -- a packet for a finalised dump ---------------------------------
+    def _copy_of_finalised(self, key: Key, done: _Done, buf: bytes, no: int,
+                           data: bytes, now: float, out: list[Dump]) -> _Entry | None:
+        """A duplicate, a conflict, or a late chunk: then the reopened entry."""
+        stats = self.stats
+        entry = done.entry
+        if not entry.same_dump(buf):
+            stats["rejected_conflict"] += 1
+            return None
+        done.expires = now + self.limits.recent_ttl
+        self._recent.move_to_end(key)
+        self._addrs[key[0]].recent.move_to_end(key)
+        if done.hashes is not None:
+            stats["duplicates" if done.hashes[no] == hash(data) else "rejected_conflict"] += 1
+            return None
+        have = entry.chunks.get(no)
+        if have is not None:
+            stats["duplicates" if have == data else "rejected_conflict"] += 1
+            return None
+        if not self._fits(key[0], entry.cost + CHUNK_COST):
+            # Reopening would evict other work (and, under pressure, thrash):
+            # the stored partial dump stands; a later copy may still repair it.
+            stats["late_dropped"] += 1
+            return None
+        stats["late"] += 1
+        self._drop_recent(key)
+        entry.revision += 1
+        entry.last_seen = now
+        self._track(entry)
         return entry
 
-    def _enforce_bytes(self, current: _InFlight, src: Source, now: float,
+    # -- admission and eviction ----------------------------------------
+    def _start(self, key: Key, buf: bytes, count: int, now: float,
+               out: list[Dump]) -> _Entry:
+        self._admit(key[0], now, out)
+        self._uid += 1
+        entry = _Entry(key, self._uid, buf, _DATA_OFFSET, count, self.wallclock(), now)
+        self._track(entry)
+        return entry
+
+    def _admit(self, source: str, now: float, out: list[Dump]) -> None:
+        """Make room for one more dump of ``source``."""
+        lim = self.limits
+        addr = self._addrs.get(source)
+        while addr is not None and len(addr.inflight) >= lim.max_dumps_per_source:
+            out.append(self._finalise(self._least_active(addr), CAPACITY, now))
+        while len(self._inflight) >= lim.max_dumps:
+            out.append(self._finalise(self._heaviest_newest(), CAPACITY, now))
+
+    def _fits(self, source: str, cost: int) -> bool:
+        """Whether one more dump of ``cost`` bytes fits without finalising any."""
+        lim = self.limits
+        addr = self._addrs[source]
+        return (len(self._inflight) < lim.max_dumps
+                and len(addr.inflight) < lim.max_dumps_per_source
+                and self._bytes + cost <= lim.max_bytes
+                and addr.nbytes + cost <= lim.max_bytes_per_source)
+
+    def _track(self, entry: _Entry) -> None:
+        """Count a new or reopened ``entry`` as in flight."""
+        source = entry.key[0]
+        addr = self._addrs.get(source)
+        if addr is None:
+            addr = self._addrs[source] = _Addr()
+        self._inflight[entry.key] = entry
+        self._move(source, len(addr.inflight), len(addr.inflight) + 1)
+        addr.inflight[entry.key] = entry
+        addr.nbytes += entry.cost
+        self._bytes += entry.cost
+
+    def _untrack(self, entry: _Entry) -> _Addr:
+        source = entry.key[0]
+        addr = self._addrs[source]
+        del self._inflight[entry.key]
+        self._move(source, len(addr.inflight), len(addr.inflight) - 1)
+        del addr.inflight[entry.key]
+        addr.nbytes -= entry.cost
+        self._bytes -= entry.cost
+        return addr
+
+    def _move(self, source: str, old: int, new: int) -> None:
+        if old:
+            bucket = self._by_count[old]
+            del bucket[source]
+            if not bucket:
+                del self._by_count[old]
+        if new:
+            self._by_count.setdefault(new, {})[source] = None
+        if new > self._top:
+            self._top = new
+        while self._top and self._top not in self._by_count:
+            self._top -= 1
+
+    def _heaviest_newest(self) -> _Entry:
+        """The most recently active dump of the address with the most dumps in flight."""
+        source = next(iter(self._by_count[self._top]))
+        return next(reversed(self._addrs[source].inflight.values()))
+
+    @staticmethod
+    def _least_active(addr: _Addr, skip: _Entry | None = None) -> _Entry:
+        for entry in addr.inflight.values():
+            if entry is not skip:
+                return entry
+        assert skip is not None
+        return skip
+
+    def _enforce_bytes(self, current: _Entry, addr: _Addr, now: float,
                        out: list[Dump]) -> None:
         lim = self.limits
-        while self._src_bytes[src] > lim.max_bytes_per_source:
-            victim = self._oldest(src, skip=current) or current
+        while addr.nbytes > lim.max_bytes_per_source:
+            victim = self._least_active(addr, skip=current)
             out.append(self._finalise(victim, CAPACITY, now))
             if victim is current:
                 return
         while self._bytes > lim.max_bytes:
-            victim = self._oldest(None, skip=current) or current
+            victim = self._heaviest_newest()
             out.append(self._finalise(victim, CAPACITY, now))
             if victim is current:
                 return
 
-    def _oldest(self, src: Source | None, skip: _InFlight | None = None) -> _InFlight | None:
-        """The least recently active dump in flight (of ``src`` if given)."""
-        for entry in self._inflight.values():
-            if entry is not skip and (src is None or entry.key[:2] == src):
-                return entry
-        return None
-
-    def _finalise(self, entry: _InFlight, why: str, now: float) -> Dump:
-        key = entry.key
-        del self._inflight[key]
-        src = (key[0], key[1])
-        self._src_dumps[src] -= 1
-        self._src_bytes[src] -= entry.nbytes
-        if not self._src_dumps[src]:
-            del self._src_dumps[src], self._src_bytes[src]
-        self._bytes -= entry.nbytes
+    # -- finalisation --------------------------------------------------
+    def _finalise(self, entry: _Entry, why: str, now: float) -> Dump:
+        self._untrack(entry)
         stats = self.stats
-        missing = [no for no, c in enumerate(entry.chunks) if c is None]
-        if missing:
-            stats["dumps_partial"] += 1
-            stats["partial_" + why] += 1
-        else:
+        complete = len(entry.chunks) == entry.count
+        if entry.revision:
+            stats["dumps_repaired"] += 1
+            if complete:
+                stats["dumps_partial"] -= 1
+                stats["dumps_complete"] += 1
+        elif complete:
             stats["dumps_complete"] += 1
+        else:
+            stats["dumps_partial"] += 1
+        if complete:
             why = COMPLETE
-        self._remember(key, entry, now)
-        return self._build(entry, missing, why)
+        else:
+            stats["partial_" + why] += 1
+        dump = self._build(entry, why)
+        self._remember(entry, complete, now)
+        return dump
 
-    def _remember(self, key: Key, entry: _InFlight, now: float) -> None:
-        old = self._recent.pop(key, None)
-        if old is not None:
-            self._recent_packets -= len(old.hashes)
-        chunks = entry.chunks
-        self._recent[key] = _Done(
-            entry.head, entry.tail,
-            array("q", [0 if c is None else hash(c) for c in chunks]),
-            frozenset(no for no, c in enumerate(chunks) if c is None),
-            now + self.limits.recent_ttl)
-        self._recent_packets += len(chunks)
-        while self._recent and (len(self._recent) > self.limits.max_recent or
-                                self._recent_packets > self.limits.max_recent_packets):
-            _, done = self._recent.popitem(last=False)
-            self._recent_packets -= len(done.hashes)
+    def _remember(self, entry: _Entry, complete: bool, now: float) -> None:
+        key = entry.key
+        lim = self.limits
+        if complete:
+            chunks = entry.chunks
+            hashes = array("q", [hash(chunks[no]) for no in range(entry.count)])
+            cost = ENTRY_COST + HASH_COST * entry.count
+            entry.chunks = {}
+            done = _Done(entry, hashes, now + lim.recent_ttl, cost)
+        else:
+            done = _Done(entry, None, now + lim.recent_ttl, entry.cost)
+        source = key[0]
+        addr = self._addrs.get(source)
+        if addr is None:
+            addr = self._addrs[source] = _Addr()
+        self._recent[key] = done
+        addr.recent[key] = None
+        addr.recent_bytes += done.cost
+        self._recent_bytes += done.cost
+        while len(addr.recent) > lim.max_recent_per_source or \
+                addr.recent_bytes > lim.max_recent_bytes_per_source:
+            self._drop_recent(next(iter(addr.recent)))
+        while len(self._recent) > lim.max_recent or self._recent_bytes > lim.max_recent_bytes:
+            self._drop_recent(next(iter(self._recent)))
 
-    def _forget(self, now: float) -> None:
-        while self._recent:
-            key, done = next(iter(self._recent.items()))
-            if done.expires > now:
-                break
-            del self._recent[key]
-            self._recent_packets -= len(done.hashes)
+    def _drop_recent(self, key: Key) -> None:
+        done = self._recent.pop(key)
+        source = key[0]
+        addr = self._addrs[source]
+        del addr.recent[key]
+        addr.recent_bytes -= done.cost
+        self._recent_bytes -= done.cost
+        if not addr.recent and not addr.inflight:
+            del self._addrs[source]
 
-    def _build(self, entry: _InFlight, missing: list[int], why: str) -> Dump:
-        first = next(c for c in entry.chunks if c is not None)
-        pkt = proto.decode(first)
+    def _build(self, entry: _Entry, why: str) -> Dump:
+        pkt = proto.decode(entry.first)
+        present = sorted(entry.chunks)
         return Dump(
+            uid=entry.uid, revision=entry.revision,
             source=entry.key[0], port=entry.key[1], boot_id=pkt.boot_id,
             dump_id=pkt.dump_id, type=pkt.type,
             kernel_version=proto.cstring(pkt.kernel_version),
             user_blob=proto.cstring(pkt.user_blob),
             x86_vendor=pkt.x86_vendor, x86_family=pkt.x86_family,
             x86_model=pkt.x86_model, x86_stepping=pkt.x86_stepping,
-            regs=pkt.registers, packet_count=entry.count, missing=missing,
-            log=assemble(entry.chunks, entry.data_offset),
+            regs=pkt.registers, packet_count=entry.count,
+            packets_received=len(present), missing=gaps(present, entry.count),
+            log=assemble(entry.chunks, entry.count),
             first_packet=entry.first_wall, finalised=self.wallclock(),
             finalised_by=why)
 
 
-def gap_marker(missing: list[int], count: int) -> str:
-    """The line that stands in for missing chunks in a partial log."""
-    n = len(missing)
+def gaps(present: Sequence[int], count: int) -> list[tuple[int, int]]:
+    """The ranges of packet_no in [0, count) not in the sorted ``present``."""
+    out: list[tuple[int, int]] = []
+    expect = 0
+    for no in present:
+        if no > expect:
+            out.append((expect, no - 1))
+        expect = no + 1
+    if expect < count:
+        out.append((expect, count - 1))
+    return out
+
+
+def gap_marker(first: int, last: int, count: int) -> str:
+    """The line that stands in for missing chunks ``first..last`` in a partial log."""
+    n = last - first + 1
+    where = f"{first}-{last}" if n > 1 else f"{first}"
     return (f"--- netoops: {n} chunk{'s' if n > 1 else ''} of {count} missing here "
-            f"(packet_no {ranges(missing)}, up to {n * proto.DATA_BYTES} bytes) ---")
+            f"(packet_no {where}, up to {n * proto.DATA_BYTES} bytes) ---")
 
 
-def assemble(chunks: Sequence[bytes | None], data_offset: int = proto.DATA_OFFSET) -> str:
+def assemble(chunks: Mapping[int, bytes], count: int) -> str:
     """The log text: oldest chunk (highest packet_no) first, NULs removed.
 
-    Each run of missing chunks is replaced by a :func:`gap_marker` line.
+    ``chunks`` maps packet_no to the data of the chunks present.  Each run
+    of missing chunks is replaced by a :func:`gap_marker` line; the work is
+    bounded by the chunks present, not by ``count``.
     """
-    count = len(chunks)
     parts: list[bytes] = []
-    gap: list[int] = []
-    end = data_offset + proto.DATA_BYTES
     line_start = True
-
-    for no in range(count - 1, -1, -1):
-        chunk = chunks[no]
-        if chunk is None:
-            gap.append(no)
-            continue
-        if gap:
-            parts.append(_marker_line(gap, count, line_start))
-            gap.clear()
+    expect = count - 1                  # the next packet_no, going down
+    for no in sorted(chunks, reverse=True):
+        if no < expect:
+            parts.append(_marker_line(no + 1, expect, count, line_start))
             line_start = True
-        text = chunk[data_offset:end].replace(b"\0", b"")
+        expect = no - 1
+        text = chunks[no][:proto.DATA_BYTES].replace(b"\0", b"")
         if text:
             parts.append(text)
             line_start = text.endswith(b"\n")
-    if gap:
-        parts.append(_marker_line(gap, count, line_start))
+    if expect >= 0:
+        parts.append(_marker_line(0, expect, count, line_start))
     return b"".join(parts).decode("utf-8", "replace")
 
 
-def _marker_line(gap: list[int], count: int, line_start: bool) -> bytes:
-    line = gap_marker(sorted(gap), count).encode() + b"\n"
+def _marker_line(first: int, last: int, count: int, line_start: bool) -> bytes:
+    line = gap_marker(first, last, count).encode() + b"\n"
     return line if line_start else b"\n" + line

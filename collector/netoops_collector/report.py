@@ -339,7 +339,7 @@ class Report:
     rip: Frame | None
     frames: list[Frame] = field(default_factory=list)
     signature_frames: list[str] = field(default_factory=list)
-    signature: str = ""
+    signature: str | None = ""     # None: no crash text, nothing to group by
     taint: str = ""                  # e.g. "GOE"; "" for "Not tainted" or unknown
     modules: list[tuple[str, str]] = field(default_factory=list)   # (name, flags)
     comm: str | None = None
@@ -384,24 +384,9 @@ def analyse(text: str, *, soft: bool = False) -> Report:
     is_panic = "Kernel panic - not syncing" in text
     header = choose(headers(text))
     if header is None:
-        title = "soft dump" if soft else "no crash report in the log"
-        report = Report(title, None, None, None, panic=is_panic)
-        _fill_context(report, [], text)
-        report.signature = _signature(title, [])
-        return report
+        return _headless(text, soft, is_panic)
     lines = _lines_from(text, header.pos, _SCAN_LINES)
-    rip: Frame | None = None
-    frames: list[Frame] = []
-    for i, line in enumerate(lines):
-        if i and (line.startswith("---[ end trace") or _is_other_header(line, header)):
-            break
-        m = _KERNEL_RIP_RE.match(line)
-        if m and rip is None:
-            rip = parse_frame(m.group(1))
-            continue
-        if _CALL_TRACE_RE.match(line):
-            frames = parse_trace(lines[i + 1:])
-            break
+    rip, frames = _trace(lines, header)
     names = _stack_names(rip, frames)
     guilty = header.func if header.func and not is_generic(header.func) else None
     if guilty is None and names:
@@ -419,6 +404,48 @@ def analyse(text: str, *, soft: bool = False) -> Report:
 
 _KASAN_ACCESS_RE = re.compile(r"^(Read|Write) of size \d+")
 _DIE_RE = re.compile(r"^(?:Oops: |[a-z][a-z0-9 ]*(?:,[^:]*)?: [0-9a-f]{4} \[#\d+\])")
+
+
+def _trace(lines: list[str], header: Header | None) -> tuple[Frame | None, list[Frame]]:
+    """The kernel RIP frame and the call trace in ``lines`` (below ``header``)."""
+    rip: Frame | None = None
+    for i, line in enumerate(lines):
+        if i and (line.startswith("---[ end trace")
+                  or (header is not None and _is_other_header(line, header))):
+            break
+        m = _KERNEL_RIP_RE.match(line)
+        if m and rip is None:
+            rip = parse_frame(m.group(1))
+            continue
+        if _CALL_TRACE_RE.match(line):
+            return rip, parse_trace(lines[i + 1:])
+    return rip, []
+
+
+HEADLESS = "crash report without its first lines"
+_TRACE_START_RE = re.compile(r"(?m)^(?:<\d{1,3}>)?(?:\[[^\]\n]*\] ?)*(?:RIP: 0010:|\s*Call Trace:)")
+
+
+def _headless(text: str, soft: bool, is_panic: bool) -> Report:
+    """A log with no crash header: a soft dump, a log without a crash, or a
+    partial dump whose header chunk was lost but whose trace arrived.
+
+    Only the last gets a title from its frames and a signature; a log
+    without crash text gets no signature, so such dumps are never grouped
+    together as if they were one crash.
+    """
+    m = _TRACE_START_RE.search(text)
+    rip, frames = _trace(_lines_from(text, m.start(), _SCAN_LINES), None) if m else (None, [])
+    names = _stack_names(rip, frames)
+    if not names:
+        title = "soft dump" if soft else "no crash report in the log"
+        report = Report(title, None, None, None, panic=is_panic, signature=None)
+        _fill_context(report, [], text)
+        return report
+    report = Report(f"{HEADLESS} in {names[0]}"[:MAX_TITLE], None, names[0], rip, frames,
+                    names, _signature(HEADLESS, names), panic=is_panic)
+    _fill_context(report, [], text)
+    return report
 
 
 def _is_other_header(line: str, header: Header) -> bool:

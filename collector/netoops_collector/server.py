@@ -4,27 +4,43 @@
 One thread: a selector over the UDP sockets, a wake-up pipe for signals and
 the reassembler's quiet-timeout deadline.  Datagrams are drained in batches;
 the dumps a batch finalises are analysed and written in one transaction with
-the stats counted so far.  SIGINT/SIGTERM stop the loop; what is still in
-the socket buffers is read, what is still in flight is finalised (partial if
-need be) and stored before the process exits.
+the stats counted so far.  A dump repaired by late chunks replaces the row
+it was stored as.
+
+Nothing in storage stops receiving: a database error keeps the dumps in
+memory and is retried with a growing delay (reported once per streak); a
+dump that cannot be stored at all, or the dumps beyond a memory bound while
+the database is down, go to a spool file beside the database (JSON lines),
+which is stored on the next successful write or the next start.
+SIGINT/SIGTERM stop the loop within a bound: what the socket buffers hold
+is read (at most a buffer's worth), what is in flight is finalised (partial
+if need be) and stored, or spooled if the database does not take it in
+time.
+
+Datagrams the kernel drops because the receive buffer is full are counted
+(``SO_RXQ_OVFL``) as ``kernel_drops``; the counters are logged every
+``log_interval`` seconds when they changed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import json
+import os
 import selectors
 import signal
 import socket
 import sqlite3
 import sys
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from . import proto
-from .reassembly import Dump, Limits, Reassembler, ranges
+from . import proto, views
+from .reassembly import Dump, Limits, Reassembler, format_ranges
 from .report import Report, analyse
 from .store import Store
 
@@ -36,6 +52,20 @@ _MAX_READY = 64          # finalised dumps waiting beyond this are stored regard
 # MSG_TRUNC says it was longer still (never a cut datagram taken as whole).
 _RECV_SIZE = proto.PACKET_SIZE + 1
 _SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+_SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
+_ANC_SIZE = socket.CMSG_SPACE(4)
+_BUSY_TIMEOUT = 0.5      # seconds a write waits for another writer's lock
+_RETRY_FIRST, _RETRY_MAX = 1.0, 30.0    # backoff after a database error
+_MAX_PENDING_BYTES = 64 << 20           # unsaved logs kept in memory, then spooled
+_SHUTDOWN_READ = 2.0     # seconds of reading what the sockets hold at shutdown
+_SHUTDOWN_STORE = 5.0    # seconds of retrying the database at shutdown
+_MAX_ROWS = 1 << 16      # dump uids whose stored row is remembered (for repairs)
+_MAX_JUNK_SOURCES = 1 << 16
+
+
+def escape(text: str) -> str:
+    """Text from a datagram made safe for one line of a terminal or a log."""
+    return views.escape(text, keep="")
 
 
 class ListenError(Exception):
@@ -129,16 +159,54 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     rcvbuf: int = DEFAULT_RCVBUF
     stats_interval: float = 2.0
+    log_interval: float = 60.0
+    # Dumps stored per source address: up to N at once, and N per window
+    # after that (token buckets); the rest are counted, not stored.  Dumps
+    # without crash text (forged or header-only datagrams) have the smallest
+    # share, partial dumps the next; a crash-looping machine stays far below.
+    junk_per_source: int = 16
+    partial_per_source: int = 64
+    dumps_per_source: int = 256
+    budget_window: float = 3600.0
+
+
+class SourceBudget:
+    """A token bucket per source address: ``burst`` at once, refilled at
+    ``burst`` per ``window`` seconds; the least recently seen sources are
+    forgotten beyond ``max_sources``."""
+
+    def __init__(self, burst: int, window: float, max_sources: int = 1 << 16) -> None:
+        self.burst = burst
+        self.rate = burst / window
+        self.max_sources = max_sources
+        self._b: OrderedDict[str, list[float]] = OrderedDict()   # source -> [tokens, when]
+
+    def take(self, source: str, now: float) -> bool:
+        b = self._b.get(source)
+        if b is None:
+            b = self._b[source] = [float(self.burst), now]
+            if len(self._b) > self.max_sources:
+                self._b.popitem(last=False)
+        else:
+            self._b.move_to_end(source)
+            b[0] = min(float(self.burst), b[0] + (now - b[1]) * self.rate)
+            b[1] = now
+        if b[0] < 1.0:
+            return False
+        b[0] -= 1.0
+        return True
 
 
 def describe(dump: Dump, rep: Report, dump_no: int) -> str:
     """The one log line written for each stored dump."""
     state = (f"complete {dump.packet_count}/{dump.packet_count}" if dump.complete else
              f"PARTIAL {dump.packets_received}/{dump.packet_count} "
-             f"(missing packet_no {ranges(dump.missing)}; {dump.finalised_by})")
+             f"(missing packet_no {format_ranges(dump.missing)}; {dump.finalised_by})")
     kind = "soft" if dump.type == proto.TYPE_SOFT else ("panic" if rep.panic else "oops")
-    return (f"dump {dump_no} from {dump.source}:{dump.port} boot {dump.boot_id} "
-            f"id {dump.dump_id}: {kind}, {state}, {dump.kernel_version or '?'}: {rep.title}")
+    what = "repaired by late chunks: " if dump.revision else ""
+    return escape(f"dump {dump_no} {what}from {dump.source}:{dump.port} boot {dump.boot_id} "
+                  f"id {dump.dump_id}: {kind}, {state}, {dump.kernel_version or '?'}: "
+                  f"{rep.title}")
 
 
 def safe_analyse(dump: Dump) -> Report:
@@ -149,6 +217,16 @@ def safe_analyse(dump: Dump) -> Report:
                       None, None, None, signature="unparsed")
 
 
+def spool_path(db: Path) -> Path:
+    return db.with_name(db.name + ".unsaved.jsonl")
+
+
+def _dump_from_json(line: str) -> Dump:
+    d = json.loads(line)
+    d["missing"] = [tuple(r) for r in d["missing"]]
+    return Dump(**d)
+
+
 class Server:
     def __init__(self, cfg: ServeConfig, err: TextIO = sys.stderr,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -156,13 +234,37 @@ class Server:
         self.err = err
         self.clock = clock
         self.reasm = Reassembler(cfg.limits, clock=clock)
-        self.store = Store(cfg.db)
+        self.stats = self.reasm.stats           # the server's counters live there too
+        for name in ("kernel_drops", "dumps_junk_dropped", "dumps_rate_dropped",
+                     "store_errors", "spooled"):
+            self.stats.setdefault(name, 0)
+        self.store = Store(cfg.db, busy_timeout=_BUSY_TIMEOUT)
+        self.spool = spool_path(cfg.db)
         self.sel = selectors.DefaultSelector()
         self.socks: list[socket.socket] = []
-        self._flushed = dict(self.reasm.stats)
-        self._pending: list[tuple[Dump, Report]] = []     # analysed, not yet stored
+        self._flushed = dict(self.stats)
+        self._logged = dict(self.stats)
+        # Analysed, not yet stored, by uid: a newer revision replaces an older one.
+        self._pending: dict[int, tuple[Dump, Report]] = {}
+        self._pending_bytes = 0
         self._ready: deque[Dump] = deque()                  # finalised, not yet analysed
+        self._rows: OrderedDict[int, int] = OrderedDict()   # uid -> stored dump id
+        # Checked in this order; the first two before analysis (it costs more).
+        self._budgets = [
+            (SourceBudget(cfg.partial_per_source, cfg.budget_window), "dumps_rate_dropped",
+             lambda d, r: not d.complete, "partial dumps"),
+            (SourceBudget(cfg.dumps_per_source, cfg.budget_window), "dumps_rate_dropped",
+             lambda d, r: True, "dumps"),
+            (SourceBudget(cfg.junk_per_source, cfg.budget_window), "dumps_junk_dropped",
+             lambda d, r: r is not None and r.signature is None,
+             "dumps without crash text"),
+        ]
+        self._warned: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._retry_at = 0.0
+        self._retry_delay = 0.0
+        self._spool_uid = 0
         self._sources: dict[tuple, tuple[str, int]] = {}  # type: ignore[type-arg]
+        self._drops: dict[int, int] = {}                    # socket fd -> kernel count
         self._stop = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -182,8 +284,10 @@ class Server:
             except OSError as err:
                 raise ListenError(f"cannot listen on {spec}: {err.strerror or err}") from None
             got = _set_rcvbuf(sock, self.cfg.rcvbuf)
+            sock.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
             sock.setblocking(False)
             self.socks.append(sock)
+            self._drops[sock.fileno()] = 0
             self.sel.register(sock, selectors.EVENT_READ)
             note = "" if got >= self.cfg.rcvbuf else \
                 " (below the request: raise net.core.rmem_max, or run with CAP_NET_ADMIN)"
@@ -206,14 +310,21 @@ class Server:
         self.bind()
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         old_fd = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
-        self.log(f"database {self.cfg.db}; quiet timeout {self.cfg.limits.quiet_timeout:g}s")
-        next_stats = self.clock() + self.cfg.stats_interval
+        lim = self.cfg.limits
+        self.log(f"database {self.cfg.db}; quiet timeout {lim.quiet_timeout:g}s; memory "
+                 f"bound {lim.bound >> 20} MiB for dumps in flight and remembered")
+        if self.store.upgraded_from:
+            self.log(f"database upgraded from schema version {self.store.upgraded_from}")
+        self._load_spool()
+        now = self.clock()
+        next_stats = now + self.cfg.stats_interval
+        next_log = now + self.cfg.log_interval
         try:
             while not self._stop:
                 now = self.clock()
                 timeout = 0.0
                 if not self._ready:
-                    deadline = next_stats
+                    deadline = min(next_stats, next_log)
                     expiry = self.reasm.next_deadline()
                     if expiry is not None and expiry < deadline:
                         deadline = expiry
@@ -230,21 +341,39 @@ class Server:
                     self._store(0.0 if backlog else _STORE_BUDGET)
                 if now >= next_stats:
                     next_stats = now + self.cfg.stats_interval
-            # Shutdown: take what the kernel still holds, then finalise the rest.
-            for sock in self.socks:
-                while self._read(sock):
-                    pass
-            self._ready += self.reasm.flush()
-            self._store(everything=True)
+                if now >= next_log:
+                    self._log_counters()
+                    next_log = now + self.cfg.log_interval
+            self._shutdown()
         finally:
             signal.set_wakeup_fd(old_fd)
             for s, handler in old.items():
                 signal.signal(s, handler)
             self.close()
-        st = self.reasm.stats
+        st = self.stats
         self.log(f"stopped: {st['packets']} packets, {st['dumps_complete']} complete and "
                  f"{st['dumps_partial']} partial dumps this run")
         return 0
+
+    def _shutdown(self) -> None:
+        """Read what the sockets hold (within a bound), finalise, store or spool."""
+        end = self.clock() + _SHUTDOWN_READ
+        for sock in self.socks:
+            limit = max(1, sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+                        // proto.PACKET_SIZE // _BATCH + 1)
+            while limit and self.clock() < end and self._read(sock) == _BATCH:
+                limit -= 1
+        self._ready += self.reasm.flush()
+        self._store(everything=True)
+        end = self.clock() + _SHUTDOWN_STORE
+        while self._pending and self.clock() < end:
+            time.sleep(min(0.2, max(0.0, end - self.clock())))
+            self._retry_at = 0.0
+            self._commit([], quiet=True)
+        if self._pending:
+            self._spill([d for d, _ in self._pending.values()], "the database did not take them")
+            self._pending.clear()
+        self._log_counters()
 
     def _drain_wakeups(self) -> None:
         try:
@@ -260,9 +389,10 @@ class Server:
         sources = self._sources
         now = self.clock()
         n = 0
+        anc: list[tuple[int, int, bytes]] = []
         try:
             for n in range(1, _BATCH + 1):
-                buf, _, flags, addr = sock.recvmsg(_RECV_SIZE)
+                buf, anc, flags, addr = sock.recvmsg(_RECV_SIZE, _ANC_SIZE)
                 if flags & socket.MSG_TRUNC:
                     buf += b"\0"      # cut: longer than a packet, oversize
                 src = sources.get(addr)
@@ -278,8 +408,16 @@ class Server:
         except OSError as err:  # e.g. ICMP errors reported on the socket
             self.log(f"receive error: {err}")
             n -= 1
+        if anc:     # the kernel's drop count for this socket, as of the last datagram
+            for level, kind, data in anc:
+                if level == socket.SOL_SOCKET and kind == _SO_RXQ_OVFL and len(data) >= 4:
+                    total = int.from_bytes(data[:4], sys.byteorder)
+                    fd = sock.fileno()
+                    self.stats["kernel_drops"] += (total - self._drops.get(fd, 0)) & 0xffffffff
+                    self._drops[fd] = total
         return n
 
+    # -- storing -----------------------------------------------------------
     def _store(self, budget: float = 0.0, everything: bool = False) -> None:
         """Analyse and store finalised dumps: at least one, more within ``budget``
         seconds (all of them if ``everything``), plus the stats so far."""
@@ -289,32 +427,170 @@ class Server:
         while ready and (everything or not items or len(ready) > _MAX_READY
                          or self.clock() - start < budget):
             dump = ready.popleft()
-            items.append((dump, safe_analyse(dump)))
+            if self._over_budget(dump, None):
+                continue
+            rep = safe_analyse(dump)
+            if self._over_budget(dump, rep):
+                continue
+            items.append((dump, rep))
         self._commit(items)
 
-    def _commit(self, items: list[tuple[Dump, Report]]) -> None:
+    def _over_budget(self, dump: Dump, rep: Report | None) -> bool:
+        """Whether the dump's source address has had its share; counted if so.
+
+        Without ``rep`` (before analysis) only the budgets that need none."""
+        if dump.uid in self._rows or dump.uid in self._pending:
+            return False            # a new revision of a dump already taken
+        now = self.clock()
+        for budget, counter, applies, what in self._budgets[:2] if rep is None \
+                else self._budgets[2:]:
+            if not applies(dump, rep) or budget.take(dump.source, now):
+                continue
+            self.stats[counter] += 1
+            warned = self._warned.get((dump.source, what))
+            if warned is None or now - warned >= self.cfg.budget_window:
+                self._warned[(dump.source, what)] = now
+                if len(self._warned) > 4096:
+                    self._warned.popitem(last=False)
+                self.log(escape(f"{dump.source}: over its share of {what} ({budget.burst} "
+                                f"per {self.cfg.budget_window:g}s); counting, not storing, "
+                                f"the rest ({counter})"))
+            return True
+        return False
+
+    def _commit(self, items: list[tuple[Dump, Report]], quiet: bool = False) -> None:
         """Store analysed dumps with the stats so far, in one transaction.
 
         If the database fails (disk full, locked by someone else), the dumps
-        are kept and retried at the next commit, so none is lost to it.
+        are kept and retried later with a growing delay, so none is lost to
+        it; beyond a memory bound they are spooled to a file.
         """
-        stats = self.reasm.stats
+        for dump, rep in items:
+            old = self._pending.pop(dump.uid, None)
+            if old is not None:
+                self._pending_bytes -= len(old[0].log)
+            self._pending[dump.uid] = (dump, rep)
+            self._pending_bytes += len(dump.log)
+        stats = self.stats
         delta = {k: v - self._flushed.get(k, 0) for k, v in stats.items()}
-        self._pending += items
         if not self._pending and not any(delta.values()):
             return
-        items, self._pending = self._pending, []
-        try:
-            ids = self.store.save(items, delta)
-        except sqlite3.Error as err:
-            self._pending = items
-            self.log(f"database error, {len(items)} dump(s) kept for a retry: {err}")
+        if self.clock() < self._retry_at:
+            if self._pending_bytes > _MAX_PENDING_BYTES:
+                self._spill([d for d, _ in self._pending.values()], "the database is failing")
+                self._pending.clear()
+                self._pending_bytes = 0
             return
+        batch = list(self._pending.values())
+        try:
+            ids = self.store.save([(d, r, self._rows.get(d.uid)) for d, r in batch], delta)
+        except sqlite3.Error as err:
+            self._failed(err, len(batch), quiet)
+            return
+        except Exception as err:    # a bug with one dump must not lose the others
+            self.log(f"storage error {type(err).__name__}: {err}; storing one by one")
+            ids = self._one_by_one(batch)
+            if ids is None:
+                return
+            self.store.save([], {k: v - self._flushed.get(k, 0) for k, v in stats.items()})
         self._flushed = dict(stats)
-        if items:   # one write for the batch: each line is still one line
-            self.err.write("".join(f"netoops-collector: {describe(d, r, n)}\n"
-                                   for (d, r), n in zip(items, ids)))
+        self._pending.clear()
+        self._pending_bytes = 0
+        if self._retry_delay:
+            self.log("database writable again")
+        self._retry_delay = 0.0
+        lines = []
+        for (d, r), n in zip(batch, ids):
+            if n is None:
+                continue
+            self._rows[d.uid] = n
+            self._rows.move_to_end(d.uid)
+            lines.append(f"netoops-collector: {describe(d, r, n)}\n")
+        while len(self._rows) > _MAX_ROWS:
+            self._rows.popitem(last=False)
+        if lines:   # one write for the batch: each line is still one line
+            self.err.write("".join(lines))
             self.err.flush()
+        if not self._stop and self.spool.exists():
+            self._load_spool()
+
+    def _one_by_one(self, batch: list[tuple[Dump, Report]]) -> list[int | None] | None:
+        ids: list[int | None] = []
+        bad: list[tuple[Dump, Report]] = []
+        for d, r in batch:
+            try:
+                [n] = self.store.save([(d, r, self._rows.get(d.uid))])
+            except sqlite3.Error as err:
+                self._failed(err, len(batch), False)
+                return None
+            except Exception as err:
+                self.log(escape(f"dump from {d.source} boot {d.boot_id} id {d.dump_id} "
+                                f"cannot be stored ({type(err).__name__}: {err})"))
+                bad.append((d, r))
+                ids.append(None)
+            else:
+                ids.append(n)
+        if bad:
+            self._spill([d for d, _ in bad], "storing them failed")
+        return ids
+
+    def _failed(self, err: Exception, n: int, quiet: bool) -> None:
+        self.stats["store_errors"] += 1
+        if not self._retry_delay and not quiet:
+            self.log(f"database error, {n} dump(s) kept for a retry: {err}")
+        self._retry_delay = min(_RETRY_MAX, max(_RETRY_FIRST, self._retry_delay * 2))
+        self._retry_at = self.clock() + self._retry_delay
+
+    def _spill(self, items: list[Dump], why: str) -> None:
+        """Append dumps to the spool file; the next successful write stores them."""
+        try:
+            with open(self.spool, "a", encoding="utf-8") as f:
+                for d in items:
+                    f.write(json.dumps(dataclasses.asdict(d)) + "\n")
+        except OSError as err:
+            self.log(f"LOST {len(items)} dump(s): {why}, and {self.spool}: {err.strerror}")
+            return
+        self.stats["spooled"] += len(items)
+        self.log(f"{len(items)} dump(s) written to {self.spool}: {why}")
+
+    def _load_spool(self) -> None:
+        """Queue the dumps of the spool file for storing, and remove it."""
+        try:
+            with open(self.spool, encoding="utf-8") as f:
+                lines = f.readlines()
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            self.log(f"{self.spool}: {err.strerror}")
+            return
+        dumps = []
+        for line in lines:
+            try:
+                dumps.append(_dump_from_json(line))
+            except (ValueError, TypeError, KeyError):
+                self.log(f"{self.spool}: skipping a damaged line")
+        for d in dumps:     # uids of their own: never one of the reassembler's
+            self._spool_uid -= 1
+            d.uid = self._spool_uid
+            self._ready.append(d)
+        os.unlink(self.spool)
+        if dumps:
+            self.log(f"{len(dumps)} dump(s) from {self.spool} queued for storing")
+
+    def _log_counters(self) -> None:
+        st = self.stats
+        if st == self._logged:
+            return
+        rejected = sum(v for k, v in st.items() if k.startswith("rejected_"))
+        self.log(f"counters: packets {st['packets']}, chunks {st['accepted']}, duplicates "
+                 f"{st['duplicates']}, rejected {rejected}, late {st['late']}, kernel drops "
+                 f"{st['kernel_drops']}; dumps complete {st['dumps_complete']}, partial "
+                 f"{st['dumps_partial']}, repaired {st['dumps_repaired']}, not stored "
+                 f"{st['dumps_junk_dropped'] + st['dumps_rate_dropped']} (over a source's "
+                 f"share); in flight {self.reasm.inflight} "
+                 f"({self.reasm.held_bytes} bytes held); unsaved {len(self._pending)}, "
+                 f"database errors {st['store_errors']}")
+        self._logged = dict(st)
 
     def close(self) -> None:
         for sock in self.socks:

@@ -5,6 +5,13 @@ Only ``serve`` writes (:class:`Store`); the query commands open the database
 read-only (:func:`open_readonly`) and never create one.  Each batch of
 finalised dumps is written in one transaction together with the stats
 counted up to that moment, so a dump is either stored whole or not at all.
+
+Schema version 2 keeps each log in ``logs`` (so listing dumps never reads
+one), each frame once (in ``dump_frames``), the missing packet_no as range
+text ("1-3,7") and a NULL signature for a dump without crash text.  Every
+connection enforces the foreign keys: deleting a ``dumps`` row deletes its
+log, frames and modules.  The writer upgrades a version-1 database in one
+transaction when it opens it; the read-only side refuses one and says so.
 """
 
 from __future__ import annotations
@@ -13,20 +20,19 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Sequence
 
 from . import proto
-from .reassembly import Dump
+from .reassembly import Dump, format_ranges, parse_ranges
 from .report import Report, kind_of
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS dumps (
+_REG_COLUMNS = ",\n".join(f"    {r:<16} TEXT NOT NULL" for r in proto.REG_NAMES)
+
+
+def _dumps_table(name: str) -> str:
+    return f"""CREATE TABLE {name} (
     id               INTEGER PRIMARY KEY,
     received         REAL NOT NULL,     -- unix time the dump was finalised
     first_packet     REAL NOT NULL,     -- unix time its first packet arrived
@@ -43,31 +49,26 @@ CREATE TABLE IF NOT EXISTS dumps (
     cpu_family       INTEGER NOT NULL,
     cpu_model        INTEGER NOT NULL,
     cpu_stepping     INTEGER NOT NULL,
-    {", ".join(f"{r} TEXT NOT NULL" for r in proto.REG_NAMES)},  -- 0x%016x
+{_REG_COLUMNS},  -- 0x%016x
     packet_count     INTEGER NOT NULL,
     packets_received INTEGER NOT NULL,
     complete         INTEGER NOT NULL,  -- 1: every chunk arrived
-    missing          TEXT NOT NULL,     -- JSON list of missing packet_no
+    missing          TEXT NOT NULL,     -- packet_no never received: "1-3,7"; "" if none
     finalised_by     TEXT NOT NULL,     -- complete, timeout, capacity, shutdown
-    log              TEXT NOT NULL,
     title            TEXT NOT NULL,
     crash_kind       TEXT,              -- oops, warning, panic; NULL: none found
     guilty           TEXT,
-    signature        TEXT NOT NULL,
+    signature        TEXT,              -- NULL: no crash text (never grouped)
     signature_frames TEXT NOT NULL,     -- JSON list of function names
     taint            TEXT NOT NULL,
     comm             TEXT,
-    frames           TEXT NOT NULL,     -- JSON list of frame objects
     rip_frame        TEXT               -- the kernel RIP frame, as text
-);
-CREATE INDEX IF NOT EXISTS dumps_signature ON dumps (signature);
-CREATE INDEX IF NOT EXISTS dumps_title ON dumps (title);
-CREATE INDEX IF NOT EXISTS dumps_received ON dumps (received);
-CREATE INDEX IF NOT EXISTS dumps_origin ON dumps (source, boot_id, dump_id);
-CREATE INDEX IF NOT EXISTS dumps_kernel ON dumps (kernel_version);
-CREATE INDEX IF NOT EXISTS dumps_taint ON dumps (taint);
-CREATE TABLE IF NOT EXISTS dump_frames (
-    dump     INTEGER NOT NULL REFERENCES dumps (id),
+)"""
+
+
+def _frames_table(name: str) -> str:
+    return f"""CREATE TABLE {name} (
+    dump     INTEGER NOT NULL REFERENCES dumps (id) ON DELETE CASCADE,
     pos      INTEGER NOT NULL,
     func     TEXT,
     offset   INTEGER,
@@ -77,31 +78,57 @@ CREATE TABLE IF NOT EXISTS dump_frames (
     reliable INTEGER NOT NULL,
     context  TEXT NOT NULL,
     PRIMARY KEY (dump, pos)
-);
-CREATE INDEX IF NOT EXISTS dump_frames_func ON dump_frames (func);
-CREATE TABLE IF NOT EXISTS dump_modules (
-    dump  INTEGER NOT NULL REFERENCES dumps (id),
+)"""
+
+
+def _modules_table(name: str) -> str:
+    return f"""CREATE TABLE {name} (
+    dump  INTEGER NOT NULL REFERENCES dumps (id) ON DELETE CASCADE,
     name  TEXT NOT NULL,
     flags TEXT NOT NULL,
     PRIMARY KEY (dump, name)
-);
-CREATE INDEX IF NOT EXISTS dump_modules_name ON dump_modules (name);
-CREATE TABLE IF NOT EXISTS stats (
+)"""
+
+
+_META_TABLE = """CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+)"""
+_STATS_TABLE = """CREATE TABLE stats (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
-);
-"""
+)"""
+_LOGS_TABLE = """CREATE TABLE logs (
+    dump INTEGER PRIMARY KEY REFERENCES dumps (id) ON DELETE CASCADE,
+    text TEXT NOT NULL
+)"""
+# groups() looks dumps up by signature; the origin identifies a dump; the
+# frame and module indexes answer "which dumps went through f / had m
+# loaded".  A dumps row holds no log any more, so a scan for anything else
+# (title, kernel, taint, time) is cheap.
+_INDEXES = (
+    "CREATE INDEX dumps_signature ON dumps (signature)",
+    "CREATE INDEX dumps_origin ON dumps (source, boot_id, dump_id)",
+    "CREATE INDEX dump_frames_func ON dump_frames (func)",
+    "CREATE INDEX dump_modules_name ON dump_modules (name)",
+)
 
 _DUMP_COLUMNS: tuple[str, ...] = (
     "received", "first_packet", "source", "source_port", "boot_id", "dump_id",
     "type", "kind", "kernel_version", "user_blob", "cpu_vendor",
     "cpu_vendor_name", "cpu_family", "cpu_model", "cpu_stepping",
     *proto.REG_NAMES, "packet_count", "packets_received", "complete",
-    "missing", "finalised_by", "log", "title", "crash_kind", "guilty",
-    "signature", "signature_frames", "taint", "comm", "frames", "rip_frame",
+    "missing", "finalised_by", "title", "crash_kind", "guilty",
+    "signature", "signature_frames", "taint", "comm", "rip_frame",
 )
-_INSERT_DUMP = (f"INSERT INTO dumps ({', '.join(_DUMP_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(_DUMP_COLUMNS))})")
+_INSERT_DUMP = (f"INSERT INTO dumps (id, {', '.join(_DUMP_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * (len(_DUMP_COLUMNS) + 1))})")
+# The keys of get_dump(), in the order `show --json` has always printed them.
+_SHOW_KEYS: tuple[str, ...] = tuple(
+    k for k in ("id", *_DUMP_COLUMNS[:_DUMP_COLUMNS.index("title")], "log",
+                *_DUMP_COLUMNS[_DUMP_COLUMNS.index("title"):-1], "frames", "rip_frame")
+    if k not in proto.REG_NAMES)
+_FRAME_COLUMNS = "func, offset, size, address, module, reliable, context"
 
 
 class StoreError(Exception):
@@ -114,7 +141,162 @@ def default_db_path() -> Path:
     return Path(base) / "netoops" / "collector.sqlite3"
 
 
-def _row(dump: Dump, rep: Report) -> tuple[Any, ...]:
+# -- schema version -------------------------------------------------------------
+def _schema_version(conn: sqlite3.Connection, where: Path) -> int | None:
+    """The schema version; None for an empty database (no tables at all).
+
+    :class:`StoreError` if the file is not a collector database.
+    """
+    try:
+        tables = {name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return None
+        if "meta" not in tables:
+            raise StoreError(f"{where}: not a netoops collector database (no meta table)")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as err:
+        raise StoreError(f"{where}: not a netoops collector database ({err})") from err
+    if row is None:
+        raise StoreError(f"{where}: not a netoops collector database (no schema version)")
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        raise StoreError(f"{where}: not a netoops collector database "
+                         f"(schema version {row[0]!r})") from None
+
+
+def _too_new(where: Path, version: int) -> StoreError:
+    return StoreError(f"{where}: schema version {version} is newer than this collector's "
+                      f"({SCHEMA_VERSION}); use a newer netoops-collector")
+
+
+def _create(cur: sqlite3.Cursor) -> None:
+    for sql in (_META_TABLE, _STATS_TABLE, _dumps_table("dumps"), _LOGS_TABLE,
+                _frames_table("dump_frames"), _modules_table("dump_modules"), *_INDEXES):
+        cur.execute(sql)
+    cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+
+# -- migration from schema version 1 ----------------------------------------------
+def _columns(cur: sqlite3.Cursor, table: str) -> set[str]:
+    return {row[1] for row in cur.execute(f"PRAGMA table_info({table})")}
+
+
+def _pairs(numbers: Sequence[int]) -> list[tuple[int, int]]:
+    """[1, 2, 3, 7] -> [(1, 3), (7, 7)]."""
+    out: list[tuple[int, int]] = []
+    for n in sorted(set(numbers)):
+        if out and n == out[-1][1] + 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
+
+
+def _v1_missing(text: str, dump_no: int) -> str:
+    """A version-1 ``missing`` (JSON list of packet_no) as range text."""
+    try:
+        numbers = json.loads(text)
+        if not isinstance(numbers, list) or not all(type(n) is int for n in numbers):
+            raise ValueError("not a list of integers")
+    except ValueError as err:
+        raise StoreError(f"dump {dump_no}: cannot read its missing list {text!r}: {err}") \
+            from None
+    return format_ranges(_pairs(numbers))
+
+
+def _frame_row(dump_no: int, pos: int, f: dict[str, Any]) -> tuple[Any, ...]:
+    return (dump_no, pos, f["func"], f["offset"], f["size"], f["address"], f["module"],
+            int(f["reliable"]), f["context"])
+
+
+def _v1_frames(cur: sqlite3.Cursor, dump_no: int, text: str) -> None:
+    """Check that ``dump_frames`` holds what the version-1 JSON ``frames`` says.
+
+    They were written together, so they agree; if someone edited one of
+    them, the JSON (what `show` printed) wins and the rows are rewritten.
+    """
+    try:
+        want = json.loads(text)
+        if want != _frames(cur, dump_no):
+            rows = [_frame_row(dump_no, i, f) for i, f in enumerate(want)]
+            cur.execute("DELETE FROM dump_frames WHERE dump = ?", (dump_no,))
+            cur.executemany("INSERT INTO dump_frames VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    except (ValueError, TypeError, KeyError) as err:
+        raise StoreError(f"dump {dump_no}: cannot read its frames: {err!r}") from None
+
+
+def _check_v1(cur: sqlite3.Cursor, where: Path) -> None:
+    """:class:`StoreError` unless the version-1 tables have what is copied."""
+    need = {"dumps": {"id", "log", "frames", "missing", *_DUMP_COLUMNS},
+            "dump_frames": {"dump", "pos"}, "dump_modules": {"dump", "name", "flags"},
+            "stats": {"name", "value"}}
+    for table, columns in need.items():
+        lacking = columns - _columns(cur, table)
+        if lacking:
+            raise StoreError(f"{where}: schema version 1 but {table} lacks "
+                             f"{', '.join(sorted(lacking))}; not upgrading it")
+
+
+def _rebuild_dumps(cur: sqlite3.Cursor) -> None:
+    """dumps -> dumps_v2 (ids kept) and logs; ``missing`` as range text."""
+    missing = [(_v1_missing(text, dump_no), dump_no) for dump_no, text in
+               cur.execute("SELECT id, missing FROM dumps").fetchall()]
+    copied = [c if c != "signature" else
+              "CASE WHEN crash_kind IS NULL THEN NULL ELSE signature END"
+              for c in _DUMP_COLUMNS]
+    cur.execute(_dumps_table("dumps_v2"))
+    cur.execute(f"INSERT INTO dumps_v2 (id, {', '.join(_DUMP_COLUMNS)}) "
+                f"SELECT id, {', '.join(copied)} FROM dumps")
+    cur.executemany("UPDATE dumps_v2 SET missing = ? WHERE id = ?", missing)
+    cur.execute(_LOGS_TABLE)
+    cur.execute("INSERT INTO logs (dump, text) SELECT id, log FROM dumps")
+
+
+def _rebuild_children(cur: sqlite3.Cursor) -> None:
+    """dump_frames and dump_modules -> *_v2, with cascading keys, no orphans."""
+    cur.execute(_frames_table("dump_frames_v2"))
+    cur.execute(f"INSERT INTO dump_frames_v2 (dump, pos, {_FRAME_COLUMNS}) "
+                f"SELECT dump, pos, {_FRAME_COLUMNS} FROM dump_frames "
+                "WHERE dump IN (SELECT id FROM dumps)")
+    cur.execute(_modules_table("dump_modules_v2"))
+    cur.execute("INSERT INTO dump_modules_v2 (dump, name, flags) "
+                "SELECT dump, name, flags FROM dump_modules "
+                "WHERE dump IN (SELECT id FROM dumps) ORDER BY rowid")
+
+
+def _migrate_1_to_2(cur: sqlite3.Cursor, where: Path) -> None:
+    """Rebuild a version-1 database as version 2 (foreign keys off, in a transaction).
+
+    Ids are kept; logs move to ``logs``; the frames JSON goes (after
+    :func:`_v1_frames`); ``missing`` becomes range text; a dump without crash
+    text (version 1 gave it crash_kind NULL and a signature of its title
+    alone, grouping unrelated dumps) gets a NULL signature; frame and module
+    rows of dumps that no longer exist (version 1 did not enforce the foreign
+    keys) are dropped.  Each table is rebuilt the SQLite way: create the new
+    one, copy, drop the old one, rename.
+    """
+    _check_v1(cur, where)
+    for dump_no, frames in cur.execute("SELECT id, frames FROM dumps").fetchall():
+        _v1_frames(cur, dump_no, frames)
+    _rebuild_dumps(cur)
+    _rebuild_children(cur)
+    for table in ("dump_frames", "dump_modules", "dumps"):
+        cur.execute(f"DROP TABLE {table}")       # and its indexes
+    for table in ("dumps", "dump_frames", "dump_modules"):
+        cur.execute(f"ALTER TABLE {table}_v2 RENAME TO {table}")
+    for sql in _INDEXES:
+        cur.execute(sql)
+    broken = cur.execute("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        raise StoreError(f"{where}: upgrade left rows without their dump: {broken[:5]}")
+    cur.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                (str(SCHEMA_VERSION),))
+
+
+# -- the writer -------------------------------------------------------------------
+def _row(dump: Dump, rep: Report) -> list[Any]:
     values: dict[str, Any] = {
         "received": dump.finalised, "first_packet": dump.first_packet,
         "source": dump.source, "source_port": dump.port,
@@ -127,59 +309,104 @@ def _row(dump: Dump, rep: Report) -> tuple[Any, ...]:
         "cpu_stepping": dump.x86_stepping,
         "packet_count": dump.packet_count,
         "packets_received": dump.packets_received,
-        "complete": int(dump.complete), "missing": json.dumps(dump.missing),
-        "finalised_by": dump.finalised_by, "log": dump.log,
+        "complete": int(dump.complete), "missing": format_ranges(dump.missing),
+        "finalised_by": dump.finalised_by,
         "title": rep.title, "crash_kind": rep.kind, "guilty": rep.guilty,
         "signature": rep.signature,
         "signature_frames": json.dumps(rep.signature_frames),
         "taint": rep.taint, "comm": rep.comm,
-        "frames": json.dumps([f.as_dict() for f in rep.frames]),
         "rip_frame": rep.rip.text() if rep.rip else None,
     }
     for name, value in dump.regs.items():
         values[name] = f"{value:#018x}"
-    return tuple(values[c] for c in _DUMP_COLUMNS)
+    return [values[c] for c in _DUMP_COLUMNS]
 
 
 class Store:
-    """The writer's connection (used by ``serve`` only)."""
+    """The writer's connection (used by ``serve`` only).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Opening creates a new database, upgrades a version-1 one, and refuses
+    (:class:`StoreError`, nothing changed) a newer or a foreign one.
+    ``busy_timeout`` is how long a statement waits for another writer's
+    lock before it fails with ``database is locked``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], busy_timeout: float = 1.0) -> None:
         self.path = Path(path)
+        self.upgraded_from: int | None = None     # the version migrated, if any
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise StoreError(f"{self.path.parent}: cannot create: {err.strerror}") from err
-        try:
-            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            # A commit survives a crash of this process (not of the machine).
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.executescript(_SCHEMA)
-            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                              (str(SCHEMA_VERSION),))
-        except sqlite3.DatabaseError as err:
-            raise StoreError(f"{self.path}: cannot use as a collector database: {err}") from err
+        self.conn = self.connect(busy_timeout)
 
-    def save(self, items: Iterable[tuple[Dump, Report]],
+    def connect(self, busy_timeout: float = 1.0) -> sqlite3.Connection:
+        """Open, check and if need be create or upgrade the database."""
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path}: cannot open: {err}") from err
+        try:
+            version = _schema_version(conn, self.path)    # reads only
+            if version is not None and version > SCHEMA_VERSION:
+                raise _too_new(self.path, version)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # A commit survives a crash of this process (not of the machine).
+            conn.execute("PRAGMA synchronous=NORMAL")
+            if version != SCHEMA_VERSION:
+                self._prepare(conn)
+            conn.execute("PRAGMA foreign_keys=ON")
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as err:
+            conn.close()
+            raise StoreError(f"{self.path}: cannot use as a collector database: {err}") \
+                from err
+        return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Create or upgrade the schema in one transaction (another writer waits)."""
+        # Off while tables are rebuilt (a no-op inside a transaction), or
+        # dropping the old dumps table would delete or orphan its children.
+        conn.execute("PRAGMA foreign_keys=OFF")
+        # Renaming dumps_v2 to dumps then leaves alone, instead of checking
+        # against the half-built schema, any view someone made of the dumps.
+        conn.execute("PRAGMA legacy_alter_table=ON")
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            version = _schema_version(conn, self.path)   # again, under the lock
+            if version is None:
+                _create(cur)
+            elif version == 1:
+                _migrate_1_to_2(cur, self.path)
+                self.upgraded_from = 1
+            elif version != SCHEMA_VERSION:
+                raise _too_new(self.path, version) if version > SCHEMA_VERSION else \
+                    StoreError(f"{self.path}: unknown schema version {version}")
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        finally:
+            conn.execute("PRAGMA legacy_alter_table=OFF")
+
+    def save(self, items: Sequence[tuple[Dump, Report, int | None]],
              stats: dict[str, int] | None = None) -> list[int]:
-        """Store dumps (and add ``stats`` deltas) in one transaction; returns ids."""
+        """Store dumps (and add ``stats`` deltas) in one transaction; returns ids.
+
+        Each item is ``(dump, report, dump_no)``: ``dump_no`` None stores a
+        new dump; an id replaces that stored dump (its row, log, frames and
+        modules) in place, keeping the id: a partial dump repaired by late
+        chunks.
+        """
         ids: list[int] = []
         cur = self.conn.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
-            for dump, rep in items:
-                cur.execute(_INSERT_DUMP, _row(dump, rep))
-                dump_no = cur.lastrowid
-                assert dump_no is not None
-                ids.append(dump_no)
-                cur.executemany(
-                    "INSERT INTO dump_frames VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(dump_no, i, f.func, f.offset, f.size,
-                      None if f.address is None else f"{f.address:#x}", f.module,
-                      int(f.reliable), f.context) for i, f in enumerate(rep.frames)])
-                cur.executemany("INSERT OR IGNORE INTO dump_modules VALUES (?, ?, ?)",
-                                [(dump_no, name, flags) for name, flags in rep.modules])
+            for dump, rep, dump_no in items:
+                ids.append(self._put(cur, dump, rep, dump_no))
             if stats:
                 self._add_stats(cur, stats)
             cur.execute("COMMIT")
@@ -187,6 +414,21 @@ class Store:
             cur.execute("ROLLBACK")
             raise
         return ids
+
+    @staticmethod
+    def _put(cur: sqlite3.Cursor, dump: Dump, rep: Report, dump_no: int | None) -> int:
+        if dump_no is not None:     # the log, frames and modules go with it
+            cur.execute("DELETE FROM dumps WHERE id = ?", (dump_no,))
+        cur.execute(_INSERT_DUMP, [dump_no, *_row(dump, rep)])
+        new = cur.lastrowid
+        assert new is not None and (dump_no is None or new == dump_no)
+        cur.execute("INSERT INTO logs VALUES (?, ?)", (new, dump.log))
+        cur.executemany(
+            "INSERT INTO dump_frames VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [_frame_row(new, i, f.as_dict()) for i, f in enumerate(rep.frames)])
+        cur.executemany("INSERT OR IGNORE INTO dump_modules VALUES (?, ?, ?)",
+                        [(new, name, flags) for name, flags in rep.modules])
+        return new
 
     @staticmethod
     def _add_stats(cur: sqlite3.Cursor, stats: dict[str, int]) -> None:
@@ -201,7 +443,10 @@ class Store:
 
 # -- read side ----------------------------------------------------------------
 def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """Open an existing collector database read-only; :class:`StoreError` if not."""
+    """Open an existing collector database read-only; :class:`StoreError` if not.
+
+    A version-1 database is refused: ``serve`` upgrades it when it starts.
+    """
     p = Path(path)
     if not p.exists():
         raise StoreError(f"{p}: no such database (has `netoops-collector serve` run? "
@@ -212,28 +457,57 @@ def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
         raise StoreError(f"{p}: not readable (permission denied)")
     try:
         conn = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True, timeout=10)
-        conn.row_factory = sqlite3.Row
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        conn.execute("PRAGMA foreign_keys=ON")
     except sqlite3.DatabaseError as err:
         raise StoreError(f"{p}: not a netoops collector database ({err})") from err
-    if row is None:
-        raise StoreError(f"{p}: not a netoops collector database (no schema version)")
-    if int(row[0]) > SCHEMA_VERSION:
-        raise StoreError(f"{p}: schema version {row[0]} is newer than this collector")
+    try:
+        version = _schema_version(conn, p)
+        if version is None:
+            raise StoreError(f"{p}: not a netoops collector database (no tables)")
+        if version > SCHEMA_VERSION:
+            raise _too_new(p, version)
+        if version < SCHEMA_VERSION:
+            raise StoreError(f"{p}: schema version {version} is older than this "
+                             f"collector's ({SCHEMA_VERSION}); `netoops-collector serve` "
+                             "upgrades it when it starts")
+    except StoreError:
+        conn.close()
+        raise
+    conn.row_factory = sqlite3.Row
     return conn
+
+
+def _frame_dict(row: sqlite3.Row | tuple[Any, ...]) -> dict[str, Any]:
+    """A ``dump_frames`` row as :meth:`report.Frame.as_dict` made it."""
+    func, offset, size, address, module, reliable, context = row
+    if func:
+        where = f"{func}+{offset or 0:#x}/{size or 0:#x}"
+    else:
+        where = f"{int(address, 16) if address else 0:#x}"
+    text = f"{'' if reliable else '? '}{where}{f' [{module}]' if module else ''}"
+    return {"func": func, "offset": offset, "size": size, "module": module,
+            "reliable": bool(reliable), "context": context, "address": address,
+            "text": text}
+
+
+def _frames(conn: sqlite3.Connection | sqlite3.Cursor, dump_no: int) -> list[dict[str, Any]]:
+    return [_frame_dict(tuple(r)) for r in conn.execute(
+        f"SELECT {_FRAME_COLUMNS} FROM dump_frames WHERE dump = ? ORDER BY pos", (dump_no,))]
 
 
 def _decode(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
-    for key in ("missing", "frames", "signature_frames"):
-        if key in out:
-            out[key] = json.loads(out[key])
+    if "missing" in out:
+        out["missing"] = [[lo, hi] for lo, hi in parse_ranges(out["missing"])]
+    if "signature_frames" in out:
+        out["signature_frames"] = json.loads(out["signature_frames"])
     if "complete" in out:
         out["complete"] = bool(out["complete"])
     return out
 
 
 def list_dumps(conn: sqlite3.Connection, limit: int | None = None) -> list[dict[str, Any]]:
+    """One row per dump, oldest first (the last ``limit``); never reads a log."""
     sql = ("SELECT id, received, source, source_port, boot_id, dump_id, kind,"
            " kernel_version, title, signature, complete, packet_count,"
            " packets_received FROM dumps ORDER BY id")
@@ -243,11 +517,16 @@ def list_dumps(conn: sqlite3.Connection, limit: int | None = None) -> list[dict[
 
 
 def get_dump(conn: sqlite3.Connection, dump_no: int) -> dict[str, Any] | None:
-    row = conn.execute("SELECT * FROM dumps WHERE id = ?", (dump_no,)).fetchone()
+    """Everything about one dump: the row, log, frames, registers and modules."""
+    row = conn.execute("SELECT dumps.*, COALESCE(logs.text, '') AS log FROM dumps"
+                       " LEFT JOIN logs ON logs.dump = dumps.id WHERE dumps.id = ?",
+                       (dump_no,)).fetchone()
     if row is None:
         return None
-    out = _decode(row)
-    out["registers"] = {r: out.pop(r) for r in proto.REG_NAMES}
+    d = _decode(row)
+    d["frames"] = _frames(conn, dump_no)
+    out = {k: d[k] for k in _SHOW_KEYS}
+    out["registers"] = {r: d[r] for r in proto.REG_NAMES}
     # netoops sends zeros when the dump has no fault (a plain panic, a
     # lockup, a soft dump), never registers of its own.
     out["fault_registers"] = any(int(str(v), 0) for v in out["registers"].values())
@@ -257,7 +536,11 @@ def get_dump(conn: sqlite3.Connection, dump_no: int) -> dict[str, Any] | None:
 
 
 def groups(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Dumps per signature: counts, first and last seen, kernels and hosts."""
+    """Dumps per signature: counts, first and last seen, kernels and hosts.
+
+    A dump without crash text (NULL signature) is in no group; see
+    :func:`ungrouped`.
+    """
     out = []
     for r in conn.execute(
             "SELECT signature, COUNT(*) AS dumps,"
@@ -265,7 +548,8 @@ def groups(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             " COUNT(DISTINCT source) AS host_count,"
             " MIN(received) AS first_seen, MAX(received) AS last_seen,"
             " MAX(id) AS last_id"
-            " FROM dumps GROUP BY signature ORDER BY dumps DESC, last_seen DESC"):
+            " FROM dumps WHERE signature IS NOT NULL GROUP BY signature"
+            " ORDER BY dumps DESC, last_seen DESC"):
         g = dict(r)
         g["title"] = conn.execute("SELECT title FROM dumps WHERE id = ?",
                                   (g["last_id"],)).fetchone()[0]
@@ -281,6 +565,12 @@ def groups(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return out
 
 
+def ungrouped(conn: sqlite3.Connection) -> int:
+    """How many dumps have no crash text (a NULL signature)."""
+    return int(conn.execute("SELECT COUNT(*) FROM dumps WHERE signature IS NULL"
+                            ).fetchone()[0])
+
+
 def stats(conn: sqlite3.Connection) -> dict[str, Any]:
     counters = {name: value for name, value in conn.execute(
         "SELECT name, value FROM stats ORDER BY name")}
@@ -289,4 +579,4 @@ def stats(conn: sqlite3.Connection) -> dict[str, Any]:
         " FROM dumps").fetchone()
     return {"counters": counters,
             "stored": {"dumps": row[0], "complete": row[1], "partial": row[0] - row[1],
-                       "signatures": row[2]}}
+                       "signatures": row[2], "no_crash_text": ungrouped(conn)}}

@@ -4,12 +4,35 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from typing import Any
 
 from . import proto
-from .reassembly import ranges
+from .reassembly import format_ranges
 from .report import describe_taint, strip_levels
+
+
+# C0 controls, DEL and C1 controls: a terminal acts on them (colours, cursor
+# moves, an 8-bit CSI), so text that came in a datagram never reaches one raw.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def escape(text: str, keep: str = "\n") -> str:
+    """``text`` with every control character not in ``keep`` shown as ``\\xNN``.
+
+    A backslash is left alone, so ``\\x1b`` in the output is either an
+    escaped ESC or those four characters as sent; never an ESC.
+    """
+    def one(m: re.Match[str]) -> str:
+        c = m.group()
+        return c if c in keep else f"\\x{ord(c):02x}"
+    return _CONTROL_RE.sub(one, text)
+
+
+def one_line(text: str | None, default: str = "-") -> str:
+    """One line of display text from a stored string (newlines escaped too)."""
+    return escape(text, keep="") if text else default
 
 
 def when(ts: float | None) -> str:
@@ -46,8 +69,9 @@ def list_text(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no dumps stored\n"
     head = ("ID", "RECEIVED (UTC)", "HOST", "KERNEL", "TYPE", "COMPLETE", "TITLE")
-    table = [head] + [(str(r["id"]), when(r["received"]), r["source"],
-                       r["kernel_version"] or "?", r["kind"], _state(r), r["title"])
+    table = [head] + [(str(r["id"]), when(r["received"]), one_line(r["source"]),
+                       one_line(r["kernel_version"], "?"), one_line(r["kind"]), _state(r),
+                       one_line(r["title"]))
                       for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
     lines = []
@@ -64,33 +88,27 @@ def show_json(d: dict[str, Any]) -> str:
 
 
 def show_text(d: dict[str, Any]) -> str:
-    if d["complete"]:
-        state = f"yes ({d['packet_count']} of {d['packet_count']} chunks)"
-    else:
-        state = (f"NO: {len(d['missing'])} of {d['packet_count']} chunks missing "
-                 f"(packet_no {ranges(d['missing'])}; 0 is the newest), "
-                 f"finalised by {d['finalised_by']}")
-    taint = d["taint"] or "none"
+    taint = one_line(d["taint"], "none")
     if d["taint"]:
-        taint += " (" + ", ".join(describe_taint(d["taint"])) + ")"
-    mods = " ".join(m["name"] + (f"({m['flags']})" if m["flags"] else "")
+        taint += " (" + ", ".join(one_line(t) for t in describe_taint(d["taint"])) + ")"
+    mods = " ".join(one_line(m["name"]) + (f"({one_line(m['flags'])})" if m["flags"] else "")
                     for m in d["modules"]) or "-"
     fields = [
         ("dump", str(d["id"])),
-        ("title", d["title"]),
-        ("type", f"{d['kind']} (wire type {d['type']})"),
+        ("title", one_line(d["title"])),
+        ("type", f"{one_line(d['kind'])} (wire type {d['type']})"),
         ("received", f"{when(d['received'])} (first packet {when(d['first_packet'])})"),
-        ("source", f"{d['source']} port {d['source_port']}"),
+        ("source", f"{one_line(d['source'])} port {d['source_port']}"),
         ("boot_id", f"{d['boot_id']}   dump_id {d['dump_id']}"),
-        ("kernel", d["kernel_version"] or "?"),
-        ("user blob", repr(d["user_blob"]) if d["user_blob"] else "-"),
-        ("cpu", f"{d['cpu_vendor_name']} family {d['cpu_family']} model {d['cpu_model']}"
-                f" stepping {d['cpu_stepping']}"),
-        ("complete", state),
-        ("signature", f"{d['signature']}  ({' '.join(d['signature_frames']) or '-'})"),
-        ("culprit", d["guilty"] or "-"),
+        ("kernel", one_line(d["kernel_version"], "?")),
+        ("user blob", f"'{one_line(d['user_blob'])}'" if d["user_blob"] else "-"),
+        ("cpu", f"{one_line(d['cpu_vendor_name'])} family {d['cpu_family']} "
+                f"model {d['cpu_model']} stepping {d['cpu_stepping']}"),
+        ("complete", _completeness(d)),
+        ("signature", _signature(d)),
+        ("culprit", one_line(d["guilty"])),
         ("taint", taint),
-        ("comm", d["comm"] or "-"),
+        ("comm", one_line(d["comm"])),
         ("modules", mods),
     ]
     out = [f"{k:<10} {v}" for k, v in fields]
@@ -107,14 +125,30 @@ def show_text(d: dict[str, Any]) -> str:
         out.append("")
         out.append("call trace:")
         if d["rip_frame"]:
-            out.append(f"  RIP {d['rip_frame']}")
+            out.append(f"  RIP {one_line(d['rip_frame'])}")
         for f in d["frames"]:
-            ctx = f"<{f['context']}> " if f["context"] else ""
-            out.append(f"  {ctx}{f['text']}")
+            ctx = f"<{one_line(f['context'])}> " if f["context"] else ""
+            out.append(f"  {ctx}{one_line(f['text'])}")
     out.append("")
     out.append("log:")
-    out.append(strip_levels(d["log"]).rstrip("\n"))
+    out.append(escape(strip_levels(d["log"]).rstrip("\n"), keep="\n\t"))
     return "\n".join(out) + "\n"
+
+
+def _completeness(d: dict[str, Any]) -> str:
+    if d["complete"]:
+        return f"yes ({d['packet_count']} of {d['packet_count']} chunks)"
+    lost = sum(hi - lo + 1 for lo, hi in d["missing"])
+    return (f"NO: {lost} of {d['packet_count']} chunks missing "
+            f"(packet_no {format_ranges(d['missing'])}; 0 is the newest), "
+            f"finalised by {one_line(d['finalised_by'])}")
+
+
+def _signature(d: dict[str, Any]) -> str:
+    if d["signature"] is None:
+        return "none (no crash text: not grouped with other dumps)"
+    names = " ".join(one_line(n) for n in d["signature_frames"]) or "-"
+    return f"{one_line(d['signature'])}  ({names})"
 
 
 # -- groups ---------------------------------------------------------------------
@@ -122,20 +156,27 @@ def groups_json(rows: list[dict[str, Any]]) -> str:
     return to_json([_with_times(r, "first_seen", "last_seen") for r in rows])
 
 
-def groups_text(rows: list[dict[str, Any]]) -> str:
-    if not rows:
+def groups_text(rows: list[dict[str, Any]], ungrouped: int = 0) -> str:
+    """The groups; ``ungrouped`` dumps (no crash text) are only counted."""
+    if not rows and not ungrouped:
         return "no dumps stored\n"
     out = []
     for g in rows:
-        out.append(f"{g['signature'][:12]}  {g['dumps']} dump{'s' if g['dumps'] != 1 else ''}"
-                   f", {g['boots']} boot{'s' if g['boots'] != 1 else ''}"
-                   f", {g['host_count']} host{'s' if g['host_count'] != 1 else ''}: "
-                   f"{g['title']}")
+        out.append(f"{one_line(g['signature'])[:12]}  {_plural(g['dumps'], 'dump')}"
+                   f", {_plural(g['boots'], 'boot')}, {_plural(g['host_count'], 'host')}: "
+                   f"{one_line(g['title'])}")
         out.append(f"    first seen {when(g['first_seen'])}, last seen {when(g['last_seen'])}")
-        out.append(f"    kernels: {', '.join(k or '?' for k in g['kernels'])}")
-        out.append(f"    hosts:   {', '.join(g['hosts'])}")
+        out.append(f"    kernels: {', '.join(one_line(k, '?') for k in g['kernels'])}")
+        out.append(f"    hosts:   {', '.join(one_line(h) for h in g['hosts'])}")
         out.append(f"    dumps:   {', '.join(str(i) for i in g['ids'])}")
+    if ungrouped:
+        out.append(f"{_plural(ungrouped, 'dump')} without crash text "
+                   "(soft dumps, logs without a crash): not grouped")
     return "\n".join(out) + "\n"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 # -- stats ----------------------------------------------------------------------
@@ -149,17 +190,25 @@ def stats_text(st: dict[str, Any]) -> str:
     rejected = {k[len("rejected_"):]: v for k, v in c.items() if k.startswith("rejected_") and v}
     out = [
         f"packets received     {c.get('packets', 0)}",
+        f"  dropped by kernel  {c.get('kernel_drops', 0)} (receive buffer full; not "
+        "in the packets received)",
         f"  chunks kept        {c.get('accepted', 0)}",
         f"  duplicates         {c.get('duplicates', 0)}",
-        f"  late               {c.get('late', 0)} (for a dump already stored as partial)",
+        f"  late               {c.get('late', 0)} (repaired a dump finalised as partial; "
+        f"{c.get('late_dropped', 0)} more did not fit in memory)",
         f"  rejected           {sum(rejected.values())}"
-        + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) + ")"
+        + (" (" + ", ".join(f"{one_line(k)} {v}" for k, v in sorted(rejected.items())) + ")"
            if rejected else ""),
         f"dumps complete       {c.get('dumps_complete', 0)}",
         f"dumps partial        {c.get('dumps_partial', 0)} (quiet timeout "
         f"{c.get('partial_timeout', 0)}, finalised early by the memory caps "
         f"{c.get('partial_capacity', 0)}, at shutdown {c.get('partial_shutdown', 0)})",
+        f"dumps repaired       {c.get('dumps_repaired', 0)} (by late chunks)",
+        f"dumps not stored     {c.get('dumps_junk_dropped', 0)} without crash text, "
+        f"{c.get('dumps_rate_dropped', 0)} more, over their source's share",
+        f"database errors      {c.get('store_errors', 0)} (dumps spooled to a file: "
+        f"{c.get('spooled', 0)})",
         f"stored: {s['dumps']} dumps ({s['complete']} complete, {s['partial']} partial), "
-        f"{s['signatures']} signatures",
+        f"{s['signatures']} signatures, {s.get('no_crash_text', 0)} without crash text",
     ]
     return "\n".join(out) + "\n"

@@ -5,28 +5,32 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from collector_util import PYTHON, cli, cli_env
+from collector_util import FIXTURES, PYTHON, cli, cli_env
 from netoops_collector import store
-from test_store import make_dump, save
+from test_store import make_dump, report
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cli") / "c.sqlite3"
     st = store.Store(path)
-    save(st, make_dump("null_deref.txt", src="192.0.2.2"),
-         make_dump("null_deref_panic.txt", src="2001:db8::3"),
-         make_dump("gpf.txt", lose=(2,)),
-         make_dump("soft_dump.txt", soft=True),
-         stats={"packets": 42, "duplicates": 20, "rejected_version": 2, "dumps_complete": 3,
-                "dumps_partial": 1, "partial_shutdown": 1})
+    dumps = [make_dump("null_deref.txt", src="192.0.2.2"),
+             make_dump("null_deref_panic.txt", src="2001:db8::3"),
+             make_dump("soft_lockup.txt", lose=(1, 2, 4)),
+             make_dump("soft_dump.txt", soft=True)]
+    reports = [report(d) for d in dumps[:3]] + [report(dumps[3], signature=None)]
+    st.save([(d, r, None) for d, r in zip(dumps, reports)],
+            {"packets": 42, "duplicates": 20, "rejected_version": 2, "dumps_complete": 3,
+             "dumps_partial": 1, "partial_shutdown": 1})
     st.close()
     return path
 
@@ -39,7 +43,7 @@ def test_list(db: Path):
     assert len(lines) == 5
     assert "BUG: kernel NULL pointer dereference in nto_crash_null_deref" in lines[1]
     assert "2001:db8::3" in lines[2] and " panic " in lines[2]
-    assert " 3/4 " in lines[3]                       # partial: 3 of 4 chunks
+    assert " 3/6 " in lines[3]                       # partial: 3 of 6 chunks
     assert "soft dump" in lines[4]
 
 
@@ -61,12 +65,16 @@ def test_show(db: Path):
     res = cli("--db", db, "show", "3")
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "title      general protection fault in nto_crash_gpf" in out
-    assert "NO: 1 of 4 chunks missing (packet_no 2; 0 is the newest)" in out
+    assert "title      BUG: soft lockup" in out
+    assert "NO: 3 of 6 chunks missing (packet_no 1-2,4; 0 is the newest)" in out
     assert "rip ffffffffc0005009" in out and "orig_rax ffffffffffffffff" in out
-    assert "taint      GO (out-of-tree module)" in out
-    assert "--- netoops: 1 chunk of 4 missing here (packet_no 2" in out
-    assert out.rstrip().endswith("---[ end Kernel panic - not syncing: Fatal exception ]---")
+    assert "--- netoops: chunks of 6 missing here ---" in out
+    assert out.rstrip().endswith(
+        "---[ end Kernel panic - not syncing: softlockup: hung tasks ]---")
+    res = cli("--db", db, "show", "1")
+    assert "taint      GO (out-of-tree module)" in res.stdout
+    assert "  ? __die+0x1f/0x70\n" in res.stdout          # the frames, rebuilt
+    assert "signature  none (no crash text" in cli("--db", db, "show", "4").stdout
 
 
 def test_show_json(db: Path):
@@ -78,6 +86,10 @@ def test_show_json(db: Path):
     assert d["signature_frames"][0] == "nto_crash_null_deref"
     assert d["modules"][0] == {"name": "nto_crash", "flags": "O+"}
     assert d["log"].startswith("[    0.000000] Linux version")
+    assert d["missing"] == [] and d["frames"][0]["text"] == "? __die+0x1f/0x70"
+    d = json.loads(cli("--db", db, "show", "3", "--json").stdout)
+    assert d["missing"] == [[1, 2], [4, 4]] and d["complete"] is False
+    assert json.loads(cli("--db", db, "show", "4", "--json").stdout)["signature"] is None
 
 
 def test_groups(db: Path):
@@ -86,8 +98,10 @@ def test_groups(db: Path):
     assert res.stdout.splitlines()[0].endswith(
         "2 dumps, 2 boots, 2 hosts: BUG: kernel NULL pointer dereference in "
         "nto_crash_null_deref")
+    assert res.stdout.splitlines()[-1].startswith("1 dump without crash text")
     groups = json.loads(cli("--db", db, "groups", "--json").stdout)
-    assert [g["dumps"] for g in groups] == [2, 1, 1]
+    assert [g["dumps"] for g in groups] == [2, 1]
+    assert 4 not in [i for g in groups for i in g["ids"]]
     assert groups[0]["hosts"] == ["192.0.2.2", "2001:db8::3"]
     assert groups[0]["first_seen"].endswith("Z")
 
@@ -99,7 +113,9 @@ def test_stats(db: Path):
     assert "rejected           2 (version 2)" in res.stdout
     st = json.loads(cli("--db", db, "stats", "--json").stdout)
     assert st["counters"]["duplicates"] == 20
-    assert st["stored"] == {"dumps": 4, "complete": 3, "partial": 1, "signatures": 3}
+    assert st["stored"] == {"dumps": 4, "complete": 3, "partial": 1, "signatures": 2,
+                            "no_crash_text": 1}
+    assert "2 signatures, 1 without crash text" in res.stdout
 
 
 def test_bad_id(db: Path):
@@ -163,3 +179,83 @@ def test_permission_denied(db: Path):
     finally:
         shutil.rmtree(top)
     assert res.returncode == 3 and "not readable" in res.stderr
+
+
+# -- text that came in a datagram never reaches the terminal raw -----------------
+KERNEL = "6.1\x1b[31m-red\r\nfake"
+BLOB = "blob\x1b]0;pwned\x07\x9b2J"
+TITLE = "BUG: \x1b[31mred\rover\nsecond line"
+LOG_TAIL = "\x1b[2J\r\tTAB\x7fDEL\x85NEL\n"
+RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")      # any control but a newline
+
+
+@pytest.fixture(scope="module")
+def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("hostile") / "c.sqlite3"
+    st = store.Store(path)
+    dumps = [make_dump("null_deref.txt", src="192.0.2.66\x1b[0m", kernel_version=KERNEL,
+                       user_blob=BLOB, boot_id=n,
+                       log=(FIXTURES / "null_deref.txt").read_text() + LOG_TAIL)
+             for n in (1, 2)]
+    st.save([(d, report(d, title=TITLE, comm="sh\x1b[5m", guilty="g\x9bx",
+                        modules=[("evil\x1b[0m", "O\x07")]), None) for d in dumps])
+    st.close()
+    return path
+
+
+def test_escape():
+    from netoops_collector.views import escape
+    assert escape("a\x1b[1m\n\t\r\x00\x7f\x80\x9f\xa0\\x1b é") == \
+        "a\\x1b[1m\n\\x09\\x0d\\x00\\x7f\\x80\\x9f\xa0\\x1b é"
+    assert escape("a\nb\tc", keep="") == "a\\x0ab\\x09c"
+    assert escape("a\nb\tc", keep="\n\t") == "a\nb\tc"
+
+
+def test_list_escapes_control_characters(hostile_db: Path):
+    out = cli("--db", hostile_db, "list").stdout
+    assert not RAW.search(out)
+    assert len(out.splitlines()) == 3                      # one row per dump
+    assert "6.1\\x1b[31m-red\\x0d\\x0afake" in out
+    assert "BUG: \\x1b[31mred\\x0dover\\x0asecond line" in out
+    assert "192.0.2.66\\x1b[0m" in out
+    rows = json.loads(cli("--db", hostile_db, "list", "--json").stdout)
+    assert rows[0]["kernel_version"] == KERNEL and rows[0]["title"] == TITLE
+
+
+def test_show_escapes_control_characters(hostile_db: Path):
+    out = cli("--db", hostile_db, "show", "1").stdout
+    head, log = out.split("\nlog:\n")
+    assert not RAW.search(head)
+    assert not RAW.search(log.replace("\t", ""))         # the log keeps its tabs
+    assert "title      BUG: \\x1b[31mred\\x0dover\\x0asecond line\n" in head
+    assert "kernel     6.1\\x1b[31m-red\\x0d\\x0afake\n" in head
+    assert "user blob  'blob\\x1b]0;pwned\\x07\\x9b2J'\n" in head
+    assert "culprit    g\\x9bx\n" in head and "comm       sh\\x1b[5m\n" in head
+    assert "modules    evil\\x1b[0m(O\\x07)\n" in head
+    assert log.endswith("\\x1b[2J\\x0d\tTAB\\x7fDEL\\x85NEL\n")
+    d = json.loads(cli("--db", hostile_db, "show", "1", "--json").stdout)
+    assert d["log"].endswith(LOG_TAIL) and d["user_blob"] == BLOB
+
+
+def test_groups_escapes_control_characters(hostile_db: Path):
+    out = cli("--db", hostile_db, "groups").stdout
+    assert not RAW.search(out)
+    lines = out.splitlines()
+    assert len(lines) == 5
+    assert lines[0].endswith(": BUG: \\x1b[31mred\\x0dover\\x0asecond line")
+    assert lines[2] == "    kernels: 6.1\\x1b[31m-red\\x0d\\x0afake"
+    assert lines[3] == "    hosts:   192.0.2.66\\x1b[0m"
+    assert json.loads(cli("--db", hostile_db, "groups", "--json").stdout)[0]["title"] == TITLE
+
+
+def test_a_version_1_database_is_refused_until_serve_upgrades_it(tmp_path: Path):
+    path = tmp_path / "v1.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.executescript((FIXTURES / "schema_v1.sql").read_text())
+    conn.close()
+    res = cli("--db", path, "list")
+    assert res.returncode == 3
+    assert "schema version 1 is older" in res.stderr and "serve` upgrades it" in res.stderr
+    store.Store(path).close()                 # what serve does when it starts
+    res = cli("--db", path, "list")
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 6

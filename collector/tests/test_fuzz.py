@@ -14,7 +14,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis import strategies as st
 
 from collector_util import fixture, packets
-from netoops_collector import proto, store
+from netoops_collector import proto, report, store
 from netoops_collector.reassembly import Dump, Limits, Reassembler
 from netoops_collector.report import analyse
 from netoops_collector.server import safe_analyse
@@ -123,8 +123,16 @@ def test_mutated_packets_mixed_in_while_in_flight(muts, order):
         stream.insert(j * 2 % (len(stream) + 1), pkt)
     r, out = run(stream)
     mine = [d for d in out if (d.boot_id, d.dump_id, d.type) == (3, 9, 1)]
-    assert len(mine) == 1
-    assert len(out) <= 1 + len(bad)
+    assert len({d.uid for d in mine}) == 1
+    assert len({d.uid for d in out}) <= 1 + len(bad)
+    # every datagram is accounted for exactly once, and every chunk kept is
+    # in the last revision of its dump
+    st = r.stats
+    handled = st["accepted"] + st["duplicates"] + st["late_dropped"] + sum(
+        v for k, v in st.items() if k.startswith("rejected_"))
+    assert handled == st["packets"] == len(stream)
+    last = {d.uid: d for d in out}
+    assert sum(d.packets_received for d in last.values()) == st["accepted"]
     for d in out:
         analyse(d.log)          # reports of whatever was stored never raise
 
@@ -133,7 +141,8 @@ def test_mutated_packets_mixed_in_while_in_flight(muts, order):
 @given(st.text(max_size=3000))
 def test_report_parser_never_raises(text: str):
     rep = analyse(text)
-    assert rep.title and len(rep.signature) == 40
+    assert rep.title and (rep.signature is None or len(rep.signature) == 40)
+    assert (rep.signature is None) == (rep.kind is None and not rep.signature_frames)
 
 
 @settings(max_examples=60, deadline=None, database=None)
@@ -141,8 +150,14 @@ def test_report_parser_never_raises(text: str):
                                 + fixture("timer_null_deref.txt").splitlines(True)),
                 max_size=80))
 def test_report_parser_on_shuffled_oops_lines(lines: list[str]):
+    """Whatever the order, a log with a crash header line is reported as a
+    crash (never "no crash report"), and one without is never given a kind."""
     rep = analyse("".join(lines))
+    header = any(report.headers(line) for line in lines)
     assert rep.title
+    assert (rep.kind is not None) == header
+    if header:
+        assert rep.signature and rep.title != "no crash report in the log"
 
 
 def test_stored_fuzz_dumps_round_trip_through_the_db(tmp_path: Path):
@@ -150,7 +165,7 @@ def test_stored_fuzz_dumps_round_trip_through_the_db(tmp_path: Path):
     st_ = store.Store(tmp_path / "f.sqlite3")
     _, out = run([mutate(p, "poke", rnd.randrange(388, 1412), rnd.randrange(256))
                   for p in GOOD])
-    st_.save([(d, safe_analyse(d)) for d in out])
+    st_.save([(d, safe_analyse(d), None) for d in out])
     st_.close()
     conn = store.open_readonly(tmp_path / "f.sqlite3")
     assert len(store.list_dumps(conn)) == len(out) == 1

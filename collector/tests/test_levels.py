@@ -51,7 +51,7 @@ def test_show_says_no_registers_and_prints_the_text_without_levels(tmp_path: Pat
     zero = dump_of(with_levels(fixture("sysrq_panic.txt")), [0] * len(proto.REG_NAMES))
     regs = dump_of(with_levels(fixture("null_deref_panic.txt")),
                    list(range(1, len(proto.REG_NAMES) + 1)))
-    ids = st.save([(d, analyse(d.log)) for d in (zero, regs)])
+    ids = st.save([(d, analyse(d.log), None) for d in (zero, regs)])
     st.close()
     conn = store.open_readonly(db)
     plain, faulted = (store.get_dump(conn, n) for n in ids)

@@ -7,6 +7,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector_util import fixture, packets
 from netoops_collector import proto
@@ -102,7 +104,7 @@ def test_quiet_timeout_gives_a_partial_dump_with_the_exact_missing_list():
     assert r.next_deadline() == pytest.approx(1010.0)
     clock.t += 0.2
     [dump] = r.expire()
-    assert not dump.complete and dump.missing == [1, 3]
+    assert not dump.complete and dump.missing == [(1, 1), (3, 3)]
     assert dump.finalised_by == "timeout" and dump.packets_received == N - 2
     assert r.stats["dumps_partial"] == 1 and r.stats["partial_timeout"] == 1
     # the newest chunk (packet_no 0) holds the end of the oops: it is there
@@ -110,16 +112,22 @@ def test_quiet_timeout_gives_a_partial_dump_with_the_exact_missing_list():
     assert dump.log.endswith(newest)
     assert dump.log.count("--- netoops: 1 chunk of 5 missing here (packet_no 3") == 1
     assert dump.log.count("--- netoops: 1 chunk of 5 missing here (packet_no 1") == 1
-    # late packets of that dump are counted, not stored as a new dump
-    missing_pkt = next(p for p in pkts if proto.decode(p).packet_no == 1)
-    assert not r.feed(missing_pkt, "192.0.2.2", 2004)
-    assert r.stats["late"] == 1 and r.flush() == []
+    # a late chunk reopens the dump; the last one completes it: the same
+    # dump (uid), a new revision, to replace the stored partial one
+    late = {proto.decode(p).packet_no: p for p in pkts}
+    assert not r.feed(late[1], "192.0.2.2", 2004)
+    assert r.stats["late"] == 1 and r.inflight == 1
+    [fixed] = r.feed(late[3], "192.0.2.2", 2004)
+    assert fixed.complete and fixed.log == LOG
+    assert (fixed.uid, fixed.revision) == (dump.uid, 1)
+    assert r.stats["dumps_complete"] == 1 and r.stats["dumps_partial"] == 0
+    assert r.stats["dumps_repaired"] == 1
+    # and its third copy is a duplicate, never a new dump
+    assert feed_all(r, pkts[2 * N:]) == [] and r.flush() == []
 
 
 def test_gap_marker_at_the_oldest_end_and_runs_grouped():
-    chunks: list[bytes | None] = [proto.encode(data=b"new\n"), None, None,
-                                  proto.encode(data=b"mid"), None, None]
-    text = assemble(chunks)
+    text = assemble({0: b"new\n", 3: b"mid"}, 6)
     assert text.splitlines() == [
         "--- netoops: 2 chunks of 6 missing here (packet_no 4-5, up to 2048 bytes) ---",
         "mid",
@@ -132,9 +140,7 @@ def test_gap_marker_at_the_oldest_end_and_runs_grouped():
 def test_nul_padding_inside_the_stream_is_stripped():
     # netoops sends the two ring-buffer segments separately, so the older
     # segment's zero-padded tail lands in the middle of the stream
-    chunks = [proto.encode(data=b"tail\n", packet_no=0, packet_count=2),
-              proto.encode(data=b"head " + b"\0" * 100, packet_no=1, packet_count=2)]
-    assert assemble(chunks) == "head tail\n"
+    assert assemble({0: b"tail\n", 1: b"head " + b"\0" * 100}, 2) == "head tail\n"
 
 
 def test_interleaved_dumps_from_several_sources_and_boots():
@@ -221,43 +227,90 @@ def test_rejected_packets_are_counted_by_reason():
     assert r.inflight == 0 and r.flush() == []
 
 
-def test_per_source_cap_finalises_the_oldest_dump_of_that_source():
+def test_per_address_cap_finalises_the_least_active_dump_of_that_address():
+    """One host on many ports is one source: its own dumps make room."""
     r, clock = reasm(max_dumps_per_source=2)
     first = [packets(LOG, dump_id=i)[0] for i in range(3)]
     assert not r.feed(first[0], "192.0.2.2", 2004)
     clock.t += 1
-    assert not r.feed(first[1], "192.0.2.2", 2004)
-    assert not r.feed(packets(LOG, dump_id=9)[0], "192.0.2.3", 2004)   # other source
+    assert not r.feed(first[1], "192.0.2.2", 2005)
+    assert not r.feed(packets(LOG, dump_id=9)[0], "192.0.2.3", 2004)   # other address
     clock.t += 1
-    [evicted] = r.feed(first[2], "192.0.2.2", 2004)
+    [evicted] = r.feed(first[2], "192.0.2.2", 2006)
     assert evicted.dump_id == 0 and evicted.finalised_by == "capacity"
-    assert evicted.missing == [1, 2, 3, 4]
+    assert evicted.missing == [(1, 4)]
     assert r.stats["partial_capacity"] == 1 and r.inflight == 3
 
 
-def test_total_cap_finalises_the_least_recently_active_dump():
-    r, clock = reasm(max_dumps=3)
-    for i in range(3):
-        r.feed(packets(LOG, dump_id=i)[0], f"192.0.2.{i + 2}", 2004)
+def test_total_cap_takes_the_newest_dump_of_the_heaviest_address():
+    r, clock = reasm(max_dumps=4)
+    for i in range(3):                                     # 192.0.2.2 holds three
+        r.feed(packets(LOG, dump_id=i)[0], "192.0.2.2", 2004 + i)
         clock.t += 1
-    r.feed(packets(LOG, dump_id=0)[1], "192.0.2.2", 2004)   # dump 0 is active again
+    r.feed(packets(LOG, dump_id=7)[0], "192.0.2.3", 2004)  # the least active
     [evicted] = r.feed(packets(LOG, dump_id=3)[0], "192.0.2.9", 2004)
-    assert evicted.dump_id == 1
-    assert r.inflight == 3
+    assert (evicted.source, evicted.dump_id) == ("192.0.2.2", 2)
+    assert r.inflight == 4
+
+
+def test_a_flood_from_one_address_on_many_ports_leaves_another_dump_complete():
+    """512 forged datagrams from one address on 512 ports, each the start of
+    a dump claiming 127 chunks, while a real dump from another address is in
+    progress: the real dump is not finalised early and ends complete."""
+    r, _ = reasm(max_dumps=64, max_dumps_per_source=8)
+    log = ("x" * 1023 + "\n") * 127
+    real = packets(log, copies=3, boot_id=5)
+    count = len(real) // 3
+    out = feed_all(r, real[:50], src="192.0.2.50")
+    for port in range(512):
+        out += r.feed(proto.encode(packet_count=127, packet_no=port % 127, boot_id=port),
+                      "192.0.2.66", 1024 + port)
+    out += feed_all(r, real[50:], src="192.0.2.50")
+    mine = [d for d in out if d.source == "192.0.2.50"]
+    assert [d.complete for d in mine] == [True] and mine[0].log == log
+    assert count == 127 and r.stats["duplicates"] == 2 * count
+    assert all(d.source == "192.0.2.66" for d in out if d not in mine)
+
+
+def test_the_table_of_finished_dumps_cannot_be_flushed_by_one_address():
+    """A real dump completes on its first copy; a flood of finished dumps from
+    another address cannot make the collector forget it, so its second and
+    third copies are duplicates, never a second dump."""
+    r, _ = reasm(max_recent=64, max_recent_per_source=16)
+    pkts = packets(LOG, copies=3)
+    assert len(feed_all(r, pkts[:N])) == 1
+    for i in range(2000):
+        r.feed(proto.encode(data=b"junk", boot_id=i), "192.0.2.66", 1024 + i % 50)
+    assert feed_all(r, pkts[N:]) == [] and r.stats["duplicates"] == 2 * N
+    assert r.stats["dumps_complete"] == 2001
+
+
+def test_work_and_memory_follow_what_arrived_not_what_a_header_claims():
+    from netoops_collector.reassembly import CHUNK_COST, ENTRY_COST
+    r, clock = reasm(quiet_timeout=1)
+    assert not r.feed(proto.encode(packet_count=4096, packet_no=7, data=b"x"), "192.0.2.9", 1)
+    assert r.inflight_bytes == ENTRY_COST + CHUNK_COST
+    clock.t += 2
+    [dump] = r.expire()
+    assert dump.missing == [(0, 6), (8, 4095)] and dump.packets_received == 1
+    assert len(dump.log) < 300 and dump.log.count("--- netoops:") == 2
+    assert r.inflight_bytes == 0 and r.recent_bytes == ENTRY_COST + CHUNK_COST
 
 
 def test_byte_caps_bound_memory():
-    per = proto.PACKET_SIZE
-    r, _ = reasm(max_bytes=10 * per, max_bytes_per_source=4 * per)
+    from netoops_collector.reassembly import CHUNK_COST, ENTRY_COST
+    per_dump = ENTRY_COST + 4 * CHUNK_COST
+    r, _ = reasm(max_bytes=3 * per_dump, max_bytes_per_source=per_dump)
     big = "x" * (20 * 1024)                          # 20 chunks
     out = feed_all(r, packets(big, dump_id=1))
-    assert r.inflight_bytes <= 4 * per
+    assert r.inflight_bytes <= per_dump
     assert all(d.finalised_by == "capacity" for d in out) and out
+    assert r.stats["late_dropped"] > 0        # no reopening while memory is short
     for i in range(5):
         out += feed_all(r, packets(big, dump_id=i)[:3], src=f"192.0.2.{10 + i}")
-    assert r.inflight_bytes <= 10 * per
-    stored = sum(d.packets_received for d in out)
-    assert stored + r.inflight_bytes // per == r.stats["accepted"]
+    assert r.inflight_bytes <= 3 * per_dump
+    kept = sum(d.packets_received for d in out)
+    assert kept + sum(len(e.chunks) for e in r._inflight.values()) == r.stats["accepted"]
 
 
 def test_flush_finalises_everything_in_flight_as_partial():
@@ -265,7 +318,7 @@ def test_flush_finalises_everything_in_flight_as_partial():
     feed_all(r, packets(LOG)[:2])
     feed_all(r, packets(LOG, boot_id=2)[:1])
     out = r.flush()
-    assert sorted(len(d.missing) for d in out) == [3, 4]
+    assert sorted(d.packets_received for d in out) == [1, 2]
     assert {d.finalised_by for d in out} == {"shutdown"}
     assert r.stats["partial_shutdown"] == 2 and r.inflight == 0
 
@@ -277,14 +330,51 @@ def test_single_packet_dump():
 
 
 def test_memory_of_finalised_keys_is_bounded():
-    r, _ = reasm(max_recent=2, max_recent_packets=3 * N)
+    r, _ = reasm(max_recent=2)
     for boot in (1, 2, 3):
         feed_all(r, packets(LOG, boot_id=boot))
     # boot 1 is forgotten (count cap), 2 and 3 are remembered
     assert feed_all(r, packets(LOG, boot_id=3)) == [] and r.stats["duplicates"] == N
     assert len(feed_all(r, packets(LOG, boot_id=1))) == 1     # forgotten: a new dump
     assert r.stats["dumps_complete"] == 4
-    r, _ = reasm(max_recent_packets=N + 1)          # room for one dump's hashes
+    from netoops_collector.reassembly import ENTRY_COST, HASH_COST
+    r, _ = reasm(max_recent_bytes=ENTRY_COST + HASH_COST * N)   # room for one dump
     feed_all(r, packets(LOG, boot_id=1))
     feed_all(r, packets(LOG, boot_id=2))
+    assert r.recent_bytes == ENTRY_COST + HASH_COST * N
     assert len(feed_all(r, packets(LOG, boot_id=1))) == 1     # forgotten: a new dump
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.booleans(), min_size=3 * N, max_size=3 * N),
+       st.lists(st.sampled_from([0.0, 0.5, 12.0]), min_size=3 * N, max_size=3 * N),
+       st.randoms(use_true_random=False))
+def test_three_copies_in_any_order_and_timing_make_one_dump(lost: list[bool],
+                                                            gaps: list[float], rnd):
+    """Three copies with any loss, order and pauses (some longer than the
+    quiet timeout, all inside the recent window): one dump (one uid), stored
+    partial at most once per repair, whose last revision has every chunk that
+    arrived, and is complete when every packet_no arrived at least once."""
+    r, clock = reasm(quiet_timeout=10, recent_ttl=60)
+    pkts = packets(LOG, copies=3)
+    rnd.shuffle(pkts)
+    sent = [p for p, gone in zip(pkts, lost) if not gone]
+    out: list[Dump] = []
+    for p, gap in zip(sent, gaps):
+        clock.t += gap
+        out += r.expire()
+        out += r.feed(p, "192.0.2.2", 2004)
+    clock.t += 11
+    out += r.expire()
+    arrived = {proto.decode(p).packet_no for p in sent}
+    if not arrived:
+        assert out == []
+        return
+    assert len({d.uid for d in out}) == 1
+    assert [d.revision for d in out] == list(range(len(out)))
+    last = out[-1]
+    assert last.packets_received == len(arrived)
+    assert last.complete == (len(arrived) == N)
+    if last.complete:
+        assert last.log == LOG
+    assert r.stats["dumps_complete"] + r.stats["dumps_partial"] == 1

@@ -195,7 +195,22 @@ def test_garbage_never_raises():
                  "Kernel panic - not syncing\n", "[ 1.0] \n" * 100,
                  "WARNING: CPU: x PID: y at\nCall Trace:\n <TASK>\n ? +0x/0x\n"):
         rep = analyse(text)
-        assert rep.title and len(rep.signature) == 40
+        assert rep.title and (rep.signature is None or len(rep.signature) == 40)
+
+
+def test_no_crash_text_has_no_signature_and_a_headless_trace_has_one():
+    """A log without crash text is never grouped; a partial dump whose header
+    chunk was lost is titled and signed from the frames that did arrive."""
+    assert analyse("hello\nworld\n").signature is None
+    assert analyse("", soft=True).signature is None
+    text = fixture("null_deref.txt")
+    full = analyse(text)
+    headless = analyse(text[text.index("RIP: 0010:") - 16:])
+    assert headless.title == f"crash report without its first lines in {full.guilty}"
+    assert headless.signature_frames == full.signature_frames
+    assert headless.signature and headless.signature != full.signature
+    other = analyse(fixture("gpf.txt")[fixture("gpf.txt").index("Call Trace:") - 16:])
+    assert other.signature != headless.signature
 
 
 def test_kasan_title_has_the_access_kind():
@@ -212,10 +227,14 @@ def test_kasan_title_has_the_access_kind():
     assert rep.taint == "GBO"
 
 
-def test_a_log_full_of_headers_stays_cheap():
-    import time
+def test_a_log_full_of_headers_stays_cheap(monkeypatch: pytest.MonkeyPatch):
+    """Only the first few candidate lines per key are classified, however
+    many the log holds (counted, not timed)."""
+    calls = []
+    real = report._classify
+    monkeypatch.setattr(report, "_classify", lambda pos, line: calls.append(pos) or
+                        real(pos, line))
     text = "BUG: x\n" * 200_000 + fixture("gpf.txt")
-    start = time.perf_counter()
     rep = analyse(text)
-    assert time.perf_counter() - start < 2
     assert rep.title == "BUG: x"
+    assert len(calls) <= report._MAX_CANDIDATES * len(report._HEADER_KEYS)

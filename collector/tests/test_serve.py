@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ def test_serve_stores_dumps_and_survives_a_restart(tmp_path: Path, serve_factory
     assert [(d["boot_id"], d["complete"], d["kind"]) for d in dumps] == \
         [(11, True, "oops"), (12, False, "panic")]
     shown = cli_json("--db", db, "show", "2")
-    assert shown["missing"] == [1] and shown["finalised_by"] == "shutdown"
+    assert shown["missing"] == [[1, 1]] and shown["finalised_by"] == "shutdown"
     assert shown["title"] == "general protection fault in nto_crash_gpf"
     c = cli_json("--db", db, "stats")["counters"]
     assert c["packets"] == len(a) + len(b) + len(junk)
@@ -97,14 +98,19 @@ def test_quiet_timeout_over_udp_and_late_copies(tmp_path: Path, serve_factory):
     line = srv.wait_for("PARTIAL", timeout=10)
     assert "missing packet_no 0; timeout" in line
     udp(srv.port, pkts[:1] + pkts[1:], sock=kernel)        # late and duplicate copies
+    fixed = srv.wait_for("dump 1 repaired by late chunks: from")
+    assert f"complete {len(pkts)}/{len(pkts)}" in fixed
     udp(srv.port, packets(fixture("sysrq_panic.txt"), boot_id=6))
     srv.wait_for("dump 2 from")
     kernel.close()
     assert srv.stop(sig=signal.SIGINT) == 0
-    assert [d["boot_id"] for d in cli_json("--db", db, "list")] == [5, 6]
+    dumps = cli_json("--db", db, "list")
+    assert [(d["id"], d["boot_id"], d["complete"]) for d in dumps] == [(1, 5, True), (2, 6, True)]
+    assert cli_json("--db", db, "show", "1")["log"] == fixture("soft_lockup.txt")
     c = cli_json("--db", db, "stats")["counters"]
     assert c["late"] == 1 and c["duplicates"] == len(pkts) - 1
-    assert c["partial_timeout"] == 1
+    assert c["partial_timeout"] == 1 and c["dumps_repaired"] == 1
+    assert c["dumps_complete"] == 2 and c.get("dumps_partial", 0) == 0
 
 
 def test_ipv6_loopback(tmp_path: Path, serve_factory):
@@ -186,26 +192,31 @@ def test_listen_failure_is_reported(tmp_path: Path):
     assert "Traceback" not in res.stderr
 
 
-def forged_large(genuine: bytes, size: int) -> bytes:
-    """A datagram of ``size`` bytes whose first 4096 bytes are a layout that
-    is self-consistent at 4096 bytes (data at 3072) with the genuine dump's
-    keys: what a 4096-byte read used to accept as a packet."""
+def forged(genuine: bytes, size: int, data_offset: int = proto.DATA_OFFSET) -> bytes:
+    """The genuine packet_no 0 with forged data, made ``size`` bytes long:
+    everything is right but the size (or the data_offset, if given)."""
     p = proto.decode(genuine)
-    head = bytearray(proto.encode(dump_id=p.dump_id, boot_id=p.boot_id,
-                                  packet_count=p.packet_count, packet_no=0,
-                                  data=b"forged"))
-    head[4:6] = (3072).to_bytes(2, "little")           # data_offset
-    return bytes(head[:proto.DATA_OFFSET]).ljust(size, b"F")
+    buf = bytearray(proto.encode(dump_id=p.dump_id, boot_id=p.boot_id,
+                                 packet_count=p.packet_count, packet_no=0,
+                                 data=b"forged".ljust(1024, b"F")))
+    buf[4:6] = data_offset.to_bytes(2, "little")
+    return bytes(buf[:size]).ljust(size, b"F")
 
 
 @pytest.mark.parametrize("size", [4096, 5000, 65000, proto.PACKET_SIZE + 1])
 def test_datagrams_longer_than_a_packet_are_rejected_and_change_nothing(
         tmp_path: Path, serve_factory, size: int):
+    """Oversize, truncated and wrong-offset copies of a real chunk, sent before
+    the real dump: each is rejected for exactly that reason, and the dump is
+    stored complete and correct (were any accepted, its chunk 0 would be the
+    forged one, which arrives first)."""
     db = tmp_path / "c.sqlite3"
     srv = serve_factory(db, "--quiet-timeout", "30")
     real = packets(fixture("null_deref.txt"), copies=3, boot_id=21)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp(srv.port, [forged_large(real[0], size)] * 3 + real, sock=sock)
+    udp(srv.port, [forged(real[0], size)] * 3 + [forged(real[0], 1000)]
+        + [forged(real[0], proto.PACKET_SIZE, data_offset=proto.DATA_OFFSET + 1)] + real,
+        sock=sock)
     sock.close()
     line = srv.wait_for("dump 1 from 127.0.0.1:")
     assert "complete" in line and "nto_crash_null_deref" in line
@@ -213,7 +224,31 @@ def test_datagrams_longer_than_a_packet_are_rejected_and_change_nothing(
     [dump] = cli_json("--db", db, "list")
     assert dump["complete"] is True and dump["boot_id"] == 21
     shown = cli_json("--db", db, "show", "1")
-    assert "forged" not in shown["log"] and "FFFF" not in shown["log"]
+    assert shown["log"] == fixture("null_deref.txt")
     c = cli_json("--db", db, "stats")["counters"]
-    assert c.get("rejected_oversize", 0) + c.get("rejected_offsets", 0) == 3
+    assert (c.get("rejected_oversize"), c.get("rejected_truncated"),
+            c.get("rejected_offsets")) == (3, 1, 1)
     assert c["accepted"] == chunk_count(fixture("null_deref.txt"))
+
+
+def test_kernel_drops_are_counted_and_logged(tmp_path: Path, serve_factory):
+    """Datagrams the kernel drops on a full receive buffer (serve stopped with
+    SIGSTOP) are counted from SO_RXQ_OVFL, in stats and the periodic line."""
+    db = tmp_path / "c.sqlite3"
+    srv = serve_factory(db, "--rcvbuf", "65536", "--log-interval", "0.2")
+    os.kill(srv.proc.pid, signal.SIGSTOP)
+    try:
+        udp(srv.port, [b"x" * 100] * 3000)
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+    srv.wait_for("counters: packets")
+    udp(srv.port, [b"y"])                      # the count rides on each datagram
+    time.sleep(0.5)
+    assert srv.stop() == 0
+    line = [x for x in srv.lines if "counters: packets" in x][-1]
+    drops = int(line.split("kernel drops ")[1].split(";")[0])
+    c = cli_json("--db", db, "stats")["counters"]
+    assert c["kernel_drops"] > 0
+    assert c["kernel_drops"] + c["packets"] == 3001
+    assert drops == c["kernel_drops"]
+    assert f"counters: packets {c['packets']}," in line
