@@ -56,6 +56,10 @@ Key = tuple[str, int, int, int, int]     # (address, port, boot_id, dump_id, typ
 # dump in flight or remembered (the objects, the first packet, dict slots),
 # and a remembered complete dump per packet (one hash in an array).
 CHUNK_COST = 1024 + 96
+# (source, counter) pairs counted between two flushes; beyond this, new
+# sources are counted together under OTHER_SOURCES.
+MAX_SOURCE_COUNTERS = 1 << 14
+OTHER_SOURCES = "(other sources)"
 ENTRY_COST = _PACKET_SIZE + 1024
 HASH_COST = 8
 
@@ -234,6 +238,8 @@ class Reassembler:
         self._bytes = 0
         self._recent_bytes = 0
         self._uid = 0
+        # What went wrong, per source address, since the last flush.
+        self.source_delta: dict[tuple[str, str], int] = {}
 
     # -- introspection -------------------------------------------------
     @property
@@ -259,6 +265,14 @@ class Reassembler:
             return entry.last_seen + self.limits.quiet_timeout
         return None
 
+    def note(self, source: str, name: str) -> None:
+        """Count ``name`` for ``source`` (see :attr:`source_delta`)."""
+        delta = self.source_delta
+        key = (source, name)
+        if key not in delta and len(delta) >= MAX_SOURCE_COUNTERS:
+            key = (OTHER_SOURCES, name)
+        delta[key] = delta.get(key, 0) + 1
+
     # -- input ---------------------------------------------------------
     def feed(self, buf: bytes, source: str, port: int,
              now: float | None = None) -> Sequence[Dump]:
@@ -274,6 +288,7 @@ class Reassembler:
                 hdr = proto.check(buf)
             except proto.DecodeError as err:
                 stats["rejected_" + err.reason] += 1
+                self.note(source, "rejected_" + err.reason)
                 return ()
         if now is None:
             now = self.clock()
@@ -295,6 +310,7 @@ class Reassembler:
                 entry = self._start(key, buf, hdr[6], now, out)
         elif not entry.same_dump(buf):
             stats["rejected_conflict"] += 1
+            self.note(source, "rejected_conflict")
             return ()
         else:
             self._inflight.move_to_end(key)
@@ -302,7 +318,11 @@ class Reassembler:
             entry.last_seen = now
             have = entry.chunks.get(no)
             if have is not None:
-                stats["duplicates" if have == data else "rejected_conflict"] += 1
+                if have == data:
+                    stats["duplicates"] += 1
+                else:
+                    stats["rejected_conflict"] += 1
+                    self.note(source, "rejected_conflict")
                 return ()
         entry.chunks[no] = data
         entry.cost += CHUNK_COST
@@ -350,21 +370,28 @@ class Reassembler:
         entry = done.entry
         if not entry.same_dump(buf):
             stats["rejected_conflict"] += 1
+            self.note(key[0], "rejected_conflict")
             return None
         done.expires = now + self.limits.recent_ttl
         self._recent.move_to_end(key)
         self._addrs[key[0]].recent.move_to_end(key)
         if done.hashes is not None:
-            stats["duplicates" if done.hashes[no] == hash(data) else "rejected_conflict"] += 1
-            return None
-        have = entry.chunks.get(no)
-        if have is not None:
-            stats["duplicates" if have == data else "rejected_conflict"] += 1
+            same = done.hashes[no] == hash(data)
+        else:
+            have = entry.chunks.get(no)
+            same = have == data if have is not None else None
+        if same is not None:
+            if same:
+                stats["duplicates"] += 1
+            else:
+                stats["rejected_conflict"] += 1
+                self.note(key[0], "rejected_conflict")
             return None
         if not self._fits(key[0], entry.cost + CHUNK_COST):
             # Reopening would evict other work (and, under pressure, thrash):
             # the stored partial dump stands; a later copy may still repair it.
             stats["late_dropped"] += 1
+            self.note(key[0], "late_dropped")
             return None
         stats["late"] += 1
         self._drop_recent(key)
@@ -480,6 +507,8 @@ class Reassembler:
             why = COMPLETE
         else:
             stats["partial_" + why] += 1
+            if why == CAPACITY:
+                self.note(entry.key[0], "partial_capacity")
         dump = self._build(entry, why)
         self._remember(entry, complete, now)
         return dump

@@ -447,6 +447,7 @@ class Server:
             if not applies(dump, rep) or budget.take(dump.source, now):
                 continue
             self.stats[counter] += 1
+            self.reasm.note(dump.source, counter)
             warned = self._warned.get((dump.source, what))
             if warned is None or now - warned >= self.cfg.budget_window:
                 self._warned[(dump.source, what)] = now
@@ -482,8 +483,10 @@ class Server:
                 self._pending_bytes = 0
             return
         batch = list(self._pending.values())
+        per_source = self.reasm.source_delta
         try:
-            ids = self.store.save([(d, r, self._rows.get(d.uid)) for d, r in batch], delta)
+            ids = self.store.save([(d, r, self._rows.get(d.uid)) for d, r in batch], delta,
+                                  per_source)
         except sqlite3.Error as err:
             self._failed(err, len(batch), quiet)
             return
@@ -492,8 +495,11 @@ class Server:
             ids = self._one_by_one(batch)
             if ids is None:
                 return
-            self.store.save([], {k: v - self._flushed.get(k, 0) for k, v in stats.items()})
+            self.store.save([], {k: v - self._flushed.get(k, 0) for k, v in stats.items()},
+                            per_source)
         self._flushed = dict(stats)
+        if per_source is self.reasm.source_delta:
+            self.reasm.source_delta = {}
         self._pending.clear()
         self._pending_bytes = 0
         if self._retry_delay:

@@ -98,6 +98,14 @@ _STATS_TABLE = """CREATE TABLE stats (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 )"""
+# Counters of what went wrong per source address (rejected datagrams,
+# conflicts, dumps finalised early or not stored): who sends junk.
+_SOURCE_STATS_TABLE = """CREATE TABLE source_stats (
+    source TEXT NOT NULL,
+    name   TEXT NOT NULL,
+    value  INTEGER NOT NULL,
+    PRIMARY KEY (source, name)
+)"""
 _LOGS_TABLE = """CREATE TABLE logs (
     dump INTEGER PRIMARY KEY REFERENCES dumps (id) ON DELETE CASCADE,
     text TEXT NOT NULL
@@ -172,7 +180,8 @@ def _too_new(where: Path, version: int) -> StoreError:
 
 
 def _create(cur: sqlite3.Cursor) -> None:
-    for sql in (_META_TABLE, _STATS_TABLE, _dumps_table("dumps"), _LOGS_TABLE,
+    for sql in (_META_TABLE, _STATS_TABLE, _SOURCE_STATS_TABLE, _dumps_table("dumps"),
+                _LOGS_TABLE,
                 _frames_table("dump_frames"), _modules_table("dump_modules"), *_INDEXES):
         cur.execute(sql)
     cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -288,6 +297,7 @@ def _migrate_1_to_2(cur: sqlite3.Cursor, where: Path) -> None:
         cur.execute(f"ALTER TABLE {table}_v2 RENAME TO {table}")
     for sql in _INDEXES:
         cur.execute(sql)
+    cur.execute(_SOURCE_STATS_TABLE)
     broken = cur.execute("PRAGMA foreign_key_check").fetchall()
     if broken:
         raise StoreError(f"{where}: upgrade left rows without their dump: {broken[:5]}")
@@ -355,6 +365,9 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
             if version != SCHEMA_VERSION:
                 self._prepare(conn)
+            elif not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'source_stats'"
+                                  ).fetchone():
+                conn.execute(_SOURCE_STATS_TABLE)     # made before the table was added
             conn.execute("PRAGMA foreign_keys=ON")
         except StoreError:
             conn.close()
@@ -393,8 +406,10 @@ class Store:
             conn.execute("PRAGMA legacy_alter_table=OFF")
 
     def save(self, items: Sequence[tuple[Dump, Report, int | None]],
-             stats: dict[str, int] | None = None) -> list[int]:
-        """Store dumps (and add ``stats`` deltas) in one transaction; returns ids.
+             stats: dict[str, int] | None = None,
+             source_stats: dict[tuple[str, str], int] | None = None) -> list[int]:
+        """Store dumps (and add ``stats`` and per-source ``(source, name)``
+        deltas) in one transaction; returns ids.
 
         Each item is ``(dump, report, dump_no)``: ``dump_no`` None stores a
         new dump; an id replaces that stored dump (its row, log, frames and
@@ -409,6 +424,11 @@ class Store:
                 ids.append(self._put(cur, dump, rep, dump_no))
             if stats:
                 self._add_stats(cur, stats)
+            if source_stats:
+                cur.executemany(
+                    "INSERT INTO source_stats VALUES (?, ?, ?) ON CONFLICT (source, name) "
+                    "DO UPDATE SET value = value + excluded.value",
+                    [(src, name, v) for (src, name), v in source_stats.items() if v])
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -579,4 +599,17 @@ def stats(conn: sqlite3.Connection) -> dict[str, Any]:
         " FROM dumps").fetchone()
     return {"counters": counters,
             "stored": {"dumps": row[0], "complete": row[1], "partial": row[0] - row[1],
-                       "signatures": row[2], "no_crash_text": ungrouped(conn)}}
+                       "signatures": row[2], "no_crash_text": ungrouped(conn)},
+            "sources": source_stats(conn)}
+
+
+def source_stats(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
+    """The sources with the most rejected or dropped traffic, with their counters."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'source_stats'").fetchone():
+        return []
+    top = [src for (src,) in conn.execute(
+        "SELECT source FROM source_stats GROUP BY source ORDER BY SUM(value) DESC, source "
+        "LIMIT ?", (limit,))]
+    return [{"source": src, "counters": dict(conn.execute(
+        "SELECT name, value FROM source_stats WHERE source = ? ORDER BY name", (src,)))}
+        for src in top]

@@ -211,4 +211,10 @@ def stats_text(st: dict[str, Any]) -> str:
         f"stored: {s['dumps']} dumps ({s['complete']} complete, {s['partial']} partial), "
         f"{s['signatures']} signatures, {s.get('no_crash_text', 0)} without crash text",
     ]
+    sources = st.get("sources") or []
+    if sources:
+        out.append("sources with rejected or dropped traffic (most first):")
+        for src in sources:
+            counts = ", ".join(f"{k} {v}" for k, v in src["counters"].items())
+            out.append(f"  {one_line(src['source'])}: {counts}")
     return "\n".join(out) + "\n"

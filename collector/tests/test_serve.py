@@ -252,3 +252,29 @@ def test_kernel_drops_are_counted_and_logged(tmp_path: Path, serve_factory):
     assert c["kernel_drops"] + c["packets"] == 3001
     assert drops == c["kernel_drops"]
     assert f"counters: packets {c['packets']}," in line
+
+
+def test_counters_per_source_address(tmp_path: Path, serve_factory):
+    """Rejected datagrams and conflicts are counted per source address (all
+    ports of one address together), shown by `stats`."""
+    db = tmp_path / "c.sqlite3"
+    srv = serve_factory(db)
+    for port_sock in range(3):                 # three source ports, one address
+        udp(srv.port, [b"junk", proto.encode(version=9)])
+    real = packets(fixture("warn.txt"), boot_id=8)
+    kernel = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp(srv.port, real, sock=kernel)
+    other = bytearray(real[0])
+    other[proto.DATA_OFFSET] ^= 1              # other bytes for a chunk it has
+    udp(srv.port, [bytes(other)], sock=kernel)
+    kernel.close()
+    srv.wait_for("dump 1 from")
+    assert srv.stop() == 0
+    st = cli_json("--db", db, "stats")
+    [src] = st["sources"]
+    assert src["source"] == "127.0.0.1"
+    assert src["counters"] == {"rejected_conflict": 1, "rejected_truncated": 3,
+                               "rejected_version": 3}
+    text = subprocess.run([PYTHON, "-m", "netoops_collector", "--db", str(db), "stats"],
+                          capture_output=True, text=True, env=cli_env()).stdout
+    assert "  127.0.0.1: rejected_conflict 1, rejected_truncated 3, rejected_version 3" in text
