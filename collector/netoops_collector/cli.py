@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-inflight-bytes-per-source", type=_positive(int),
                        default=lim.max_bytes_per_source, metavar="BYTES",
                        help="bytes in flight per source (default %(default)s)")
+    serve.add_argument("--max-packet-count", type=_positive(int), default=lim.max_packet_count,
+                       metavar="N", help="the most packets a dump may have, 1 KiB of log "
+                                         "each: set it above netoops.ko's log_bytes / 1024 "
+                                         "(default %(default)s, a 16 MiB log)")
     cfg0 = ServeConfig(db=Path())
     serve.add_argument("--log-interval", type=_positive(float), default=cfg0.log_interval,
                        metavar="SECONDS", help="log the counters this often when they "
@@ -105,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _serve(args: argparse.Namespace, db: Path) -> int:
-    limits = Limits(quiet_timeout=args.quiet_timeout, max_dumps=args.max_inflight,
+    limits = Limits(quiet_timeout=args.quiet_timeout, max_packet_count=args.max_packet_count,
+                    max_dumps=args.max_inflight,
                     max_bytes=args.max_inflight_bytes,
                     max_dumps_per_source=args.max_inflight_per_source,
                     max_bytes_per_source=args.max_inflight_bytes_per_source)

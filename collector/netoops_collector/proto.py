@@ -27,8 +27,9 @@ RETRANSMIT_COUNT = 3
 DATA_BYTES = 1024
 KVER_BYTES = 64
 BLOB_BYTES = 128
-# A dump of a 4 MiB log is 4096 packets; anything above is not a netoops dump.
-MAX_PACKET_COUNT = 4096
+# The most packets a dump may claim, by default: a 16 MiB log (netoops.ko's
+# log_bytes has no upper limit; the collector's comes from its configuration).
+MAX_PACKET_COUNT = 16384
 
 # struct pt_regs on x86_64, in memory order (userspace <asm/ptrace.h> names).
 REG_NAMES: tuple[str, ...] = (
@@ -128,7 +129,7 @@ class DecodeError(ValueError):
         self.reason = reason
 
 
-def check(buf: bytes) -> tuple[int, ...]:
+def check(buf: bytes, max_count: int = MAX_PACKET_COUNT) -> tuple[int, ...]:
     """Validate ``buf`` and return the numbers at the start of the header.
 
     The tuple is (version, dump_id, data_offset, arch, arch_offset, type,
@@ -153,8 +154,8 @@ def check(buf: bytes) -> tuple[int, ...]:
         raise DecodeError("truncated", f"{n} bytes, a packet is {PACKET_SIZE}")
     if n > PACKET_SIZE:
         raise DecodeError("oversize", f"{n} bytes, a packet is {PACKET_SIZE}")
-    if count == 0 or count > MAX_PACKET_COUNT:
-        raise DecodeError("packet_count", f"packet_count {count}")
+    if count == 0 or count > max_count:
+        raise DecodeError("packet_count", f"packet_count {count} (at most {max_count})")
     if no >= count:
         raise DecodeError("packet_no", f"packet_no {no} of {count}")
     return hdr

@@ -46,7 +46,7 @@ from . import proto
 _PREFIX_UNPACK = proto.PREFIX.unpack_from
 _PACKET_SIZE, _VERSION, _ARCH = proto.PACKET_SIZE, proto.VERSION, proto.ARCH_X86
 _DATA_OFFSET, _ARCH_OFFSET = proto.DATA_OFFSET, proto.ARCH_OFFSET
-_TYPES, _MAX_COUNT = frozenset(proto.TYPES), proto.MAX_PACKET_COUNT
+_TYPES = frozenset(proto.TYPES)
 _IDENT_HEAD, _IDENT_TAIL = proto.IDENT_HEAD, proto.IDENT_TAIL
 
 Key = tuple[str, int, int, int, int]     # (address, port, boot_id, dump_id, type)
@@ -88,6 +88,8 @@ class Limits:
     """Memory bounds, in dumps and in bytes as charged (see CHUNK_COST)."""
 
     quiet_timeout: float = 10.0
+    # The most packets a dump may claim (1 KiB of log each).
+    max_packet_count: int = proto.MAX_PACKET_COUNT
     # Dumps in flight: in total, and per source address.
     max_dumps: int = 4096
     max_bytes: int = 256 << 20
@@ -229,6 +231,7 @@ class Reassembler:
         self.clock = clock
         self.wallclock = wallclock
         self.stats: dict[str, int] = dict.fromkeys(STAT_NAMES, 0)
+        self._max_count = self.limits.max_packet_count
         self._inflight: OrderedDict[Key, _Entry] = OrderedDict()   # least active first
         self._recent: OrderedDict[Key, _Done] = OrderedDict()     # least active first
         self._addrs: dict[str, _Addr] = {}
@@ -283,9 +286,9 @@ class Reassembler:
         hdr = _PREFIX_UNPACK(buf) if len(buf) == _PACKET_SIZE else None
         if (hdr is None or hdr[0] != _VERSION or hdr[2] != _DATA_OFFSET or hdr[3] != _ARCH
                 or hdr[4] != _ARCH_OFFSET or hdr[5] not in _TYPES
-                or not 0 <= hdr[7] < hdr[6] <= _MAX_COUNT):
+                or not 0 <= hdr[7] < hdr[6] <= self._max_count):
             try:
-                hdr = proto.check(buf)
+                hdr = proto.check(buf, self._max_count)
             except proto.DecodeError as err:
                 stats["rejected_" + err.reason] += 1
                 self.note(source, "rejected_" + err.reason)

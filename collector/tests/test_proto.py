@@ -90,7 +90,7 @@ def test_bad_packets_are_rejected_with_a_reason(buf: bytes, reason: str):
 def test_largest_valid_dump_is_accepted():
     p = proto.decode(_bad(packet_count=proto.MAX_PACKET_COUNT,
                           packet_no=proto.MAX_PACKET_COUNT - 1))
-    assert p.packet_count == 4096
+    assert p.packet_count == proto.MAX_PACKET_COUNT == 16384
 
 
 def test_split_log_newest_chunk_is_packet_0_and_short():

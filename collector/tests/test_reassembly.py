@@ -217,7 +217,7 @@ def test_rejected_packets_are_counted_by_reason():
     good = proto.encode(packet_count=2)
     for buf in (b"", good[:100], good + b"x", proto.encode(version=1),
                 proto.encode(arch=9), proto.encode(type=7), proto.encode(arch_offset=10),
-                proto.encode(packet_count=5000), proto.encode(packet_count=2, packet_no=2)):
+                proto.encode(packet_count=20000), proto.encode(packet_count=2, packet_no=2)):
         assert not r.feed(buf, "192.0.2.9", 1)
     st = r.stats
     assert (st["rejected_truncated"], st["rejected_oversize"], st["rejected_version"],
@@ -378,3 +378,15 @@ def test_three_copies_in_any_order_and_timing_make_one_dump(lost: list[bool],
     if last.complete:
         assert last.log == LOG
     assert r.stats["dumps_complete"] + r.stats["dumps_partial"] == 1
+
+
+def test_dumps_over_4096_packets_and_the_configured_limit():
+    """A 5 MiB log (5,120 packets, over the old fixed limit) is one complete
+    dump at default settings; a dump over the configured limit is rejected."""
+    log = ("y" * 1023 + "\n") * 5120
+    r, _ = reasm()
+    [dump] = feed_all(r, packets(log))
+    assert dump.complete and dump.packet_count == 5120 and dump.log == log
+    r, _ = reasm(max_packet_count=5119)
+    assert feed_all(r, packets(log)[:10]) == []
+    assert r.stats["rejected_packet_count"] == 10 and r.inflight == 0

@@ -55,7 +55,7 @@ def test_serve_stores_dumps_and_survives_a_restart(tmp_path: Path, serve_factory
     b = [p for p in packets(fixture("gpf.txt"), copies=3, boot_id=12)
          if proto.decode(p).packet_no != 1]
     junk = [b"\xa5" * 1412, b"", b"hello", proto.encode(version=2),
-            proto.encode(packet_count=5000), packets("x")[0][:700]]
+            proto.encode(packet_count=20000), packets("x")[0][:700]]
     udp(srv.port, a)
     udp(srv.port, b + junk)
     line = srv.wait_for("dump 1 from 127.0.0.1:")
