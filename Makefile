@@ -19,9 +19,9 @@ KMAKE   := $(MAKE) -C $(KDIR) M=$(MODDIR) W=1 KCFLAGS=-Werror
 export CACHE FLAVOUR PYTHON
 
 .PHONY: all help deps kernel kernels modules initramfs stock deb debvm style \
-	sparse check test demo bench clean distclean
+	sparse check test demo bench clean distclean collector
 
-all: modules initramfs stock debvm
+all: modules initramfs stock debvm collector
 
 help:
 	@echo "make deps       install the Debian packages the project needs"
@@ -31,6 +31,7 @@ help:
 	@echo "make initramfs  build the guest initramfs for FLAVOUR"
 	@echo "make stock      Debian's own 6.1 kernel: headers, image, modules, initramfs"
 	@echo "make deb        the Debian packages netoops-dkms and netoops-collector (dist/)"
+	@echo "make collector  the collector's C receive thread, in place"
 	@echo "make debvm      a Debian 12 machine image with the packages installed"
 	@echo "make style      checkpatch --strict over modules/ and core-hooks/*.patch"
 	@echo "make sparse     sparse (C=2) over the modules"
@@ -67,6 +68,11 @@ stock: initramfs
 deb: deps
 	@bash qemu/deb.sh $(CACHE) $(CURDIR)/dist
 
+# The collector's C receive thread, built in place (serve uses it when built)
+collector: collector/netoops_collector/_netoops_rx.so
+collector/netoops_collector/_netoops_rx.so: collector/netoops_collector/_rx.c
+	gcc -O2 -Wall -Wextra -Werror -shared -fPIC -pthread -o $@ $<
+
 # mmdebstrap, then apt install of the .debs in a chroot: nothing is loaded
 # or installed on this machine
 debvm: deb
@@ -100,7 +106,7 @@ bench: deps
 	@$(PYTHON) tests/bench.py
 
 clean:
-	rm -rf $(CACHE)/mod $(CACHE)/initramfs-*
+	rm -rf $(CACHE)/mod $(CACHE)/initramfs-* collector/netoops_collector/_netoops_rx*.so
 
 distclean:
 	rm -rf $(CACHE)

@@ -27,8 +27,9 @@ done
 cd "$top"
 inputs() { # the package's inputs, relative to the top of the tree
 	find debian deploy modules -type f
-	find collector/netoops_collector -name '*.py'
+	find collector/netoops_collector -name '*.py' -o -name '*.c'
 	echo collector/pyproject.toml
+	echo collector/setup.py
 	echo dkms.conf
 	echo README.md
 	echo LICENSE

@@ -44,7 +44,7 @@ export LC_ALL=C.UTF-8
 
 command -v mmdebstrap >/dev/null || die "mmdebstrap missing: run make deps"
 dkms_deb=$(ls "$debdir"/netoops-dkms_*_all.deb 2>/dev/null | tail -1)
-coll_deb=$(ls "$debdir"/netoops-collector_*_all.deb 2>/dev/null | tail -1)
+coll_deb=$(ls "$debdir"/netoops-collector_*_amd64.deb 2>/dev/null | tail -1)
 [ -n "$dkms_deb" ] && [ -n "$coll_deb" ] || die "no netoops .debs in $debdir: run make deb"
 
 # The ABI a version of the linux-image-amd64 meta package depends on

@@ -21,7 +21,7 @@ def changelog_version() -> str:
 
 
 def deb(name: str) -> Path:
-    found = sorted(OUT.glob(f"{name}_*_all.deb"))
+    found = sorted(OUT.glob(f"{name}_*_all.deb")) + sorted(OUT.glob(f"{name}_*_amd64.deb"))
     assert len(found) == 1, found
     return found[0]
 

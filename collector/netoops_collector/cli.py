@@ -86,6 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
                                          "each: set it above netoops.ko's log_bytes / 1024 "
                                          "(default %(default)s, a 16 MiB log)")
     cfg0 = ServeConfig(db=Path())
+    serve.add_argument("--receiver", choices=("auto", "c", "python"), default=cfg0.receiver,
+                       help="who reads the sockets: the C receive thread (recvmmsg, copies "
+                            "dropped, a ring buffer so that receiving never waits for "
+                            "analysis or storage), Python, or auto: C if it is built "
+                            "(default %(default)s)")
+    serve.add_argument("--ring-bytes", type=_positive(int), default=cfg0.ring_bytes,
+                       metavar="BYTES", help="the C receiver's ring buffer per socket "
+                                             "(default %(default)s)")
     serve.add_argument("--log-interval", type=_positive(float), default=cfg0.log_interval,
                        metavar="SECONDS", help="log the counters this often when they "
                                                "changed (default %(default)s)")
@@ -116,6 +124,7 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                     max_bytes_per_source=args.max_inflight_bytes_per_source)
     cfg = ServeConfig(db=db, listen=args.listen or [], limits=limits, rcvbuf=args.rcvbuf,
                       log_interval=args.log_interval, dumps_per_source=args.dumps_per_source,
+                      receiver=args.receiver, ring_bytes=args.ring_bytes,
                       partial_per_source=args.partial_per_source,
                       junk_per_source=args.junk_per_source, budget_window=args.budget_window)
     try:

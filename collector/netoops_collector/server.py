@@ -11,7 +11,7 @@ Nothing in storage stops receiving: a database error keeps the dumps in
 memory and is retried with a growing delay (reported once per streak); a
 dump that cannot be stored at all, or the dumps beyond a memory bound while
 the database is down, go to a spool file beside the database (JSON lines),
-which is stored on the next successful write or the next start.
+stored once the database takes writes again, or at the next start.
 SIGINT/SIGTERM stop the loop within a bound: what the socket buffers hold
 is read (at most a buffer's worth), what is in flight is finalised (partial
 if need be) and stored, or spooled if the database does not take it in
@@ -39,12 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from . import proto, views
+from . import proto, rx, views
 from .reassembly import Dump, Limits, Reassembler, format_ranges
 from .report import Report, analyse
 from .store import Store
 
-DEFAULT_RCVBUF = 8 << 20
+DEFAULT_RCVBUF = 32 << 20
+# What the kernel charges a 1412-byte datagram in a receive buffer (skb
+# truesize, measured on loopback; a NIC's may be larger).
+_TRUESIZE = 2304
+_DUMP_PACKETS = 128 * proto.RETRANSMIT_COUNT     # a 128 KiB log, three copies
 _BATCH = 512             # datagrams read from one socket per wake-up
 _STORE_BUDGET = 0.05     # seconds of storing per round once the sockets are drained
 _MAX_READY = 64          # finalised dumps waiting beyond this are stored regardless
@@ -160,6 +164,10 @@ class ServeConfig:
     rcvbuf: int = DEFAULT_RCVBUF
     stats_interval: float = 2.0
     log_interval: float = 60.0
+    # "c": the C receive thread (rx.py), "python": read the sockets here,
+    # "auto": the C thread if it is built.
+    receiver: str = "auto"
+    ring_bytes: int = rx.DEFAULT_RING
     # Dumps stored per source address: up to N at once, and N per window
     # after that (token buckets); the rest are counted, not stored.  Dumps
     # without crash text (forged or header-only datagrams) have the smallest
@@ -209,6 +217,18 @@ def describe(dump: Dump, rep: Report, dump_no: int) -> str:
                   f"{rep.title}")
 
 
+def burst_note(rcvbuf: int, receiver: object) -> str:
+    """What burst of simultaneous 128 KiB dumps the buffers hold."""
+    kernel = rcvbuf // _TRUESIZE
+    if receiver is None:
+        return (f"the buffer holds about {kernel} packets, a burst of "
+                f"{kernel // _DUMP_PACKETS} dumps of 128 KiB while Python is busy")
+    ring = getattr(receiver, "ring_bytes", 0) // (proto.PACKET_SIZE + 32)
+    return (f"the ring holds {ring} packets (copies are dropped before it): a burst of "
+            f"{ring // 128} dumps of 128 KiB while analysis and storage lag; the buffer "
+            f"{kernel} packets while the receive thread is not running")
+
+
 def safe_analyse(dump: Dump) -> Report:
     try:
         return analyse(dump.log, soft=dump.type == proto.TYPE_SOFT)
@@ -221,10 +241,12 @@ def spool_path(db: Path) -> Path:
     return db.with_name(db.name + ".unsaved.jsonl")
 
 
-def _dump_from_json(line: str) -> Dump:
+def _dump_from_json(line: str) -> tuple[Dump, int | None]:
+    """A spooled dump, and the stored row it replaces (if any)."""
     d = json.loads(line)
+    dump_no = d.pop("dump_no", None)
     d["missing"] = [tuple(r) for r in d["missing"]]
-    return Dump(**d)
+    return Dump(**d), dump_no
 
 
 class Server:
@@ -242,6 +264,8 @@ class Server:
         self.spool = spool_path(cfg.db)
         self.sel = selectors.DefaultSelector()
         self.socks: list[socket.socket] = []
+        self.receivers: list[rx.CReceiver] = []
+        self._rx_seen: dict[int, dict[str, int]] = {}     # per receiver: stats folded in
         self._flushed = dict(self.stats)
         self._logged = dict(self.stats)
         # Analysed, not yet stored, by uid: a newer revision replaces an older one.
@@ -265,6 +289,10 @@ class Server:
         self._spool_uid = 0
         self._sources: dict[tuple, tuple[str, int]] = {}  # type: ignore[type-arg]
         self._drops: dict[int, int] = {}                    # socket fd -> kernel count
+        # Delays in the current log interval: datagram queued in the C ring
+        # until Python took it, and dump finalised until it was committed.
+        self._lag = {"queue": 0.0, "store": 0.0}
+        self.gauges: dict[str, float] = {}
         self._stop = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -288,12 +316,78 @@ class Server:
             sock.setblocking(False)
             self.socks.append(sock)
             self._drops[sock.fileno()] = 0
-            self.sel.register(sock, selectors.EVENT_READ)
+            receiver = self._receiver(sock)
+            self.sel.register(receiver or sock, selectors.EVENT_READ)
             note = "" if got >= self.cfg.rcvbuf else \
                 " (below the request: raise net.core.rmem_max, or run with CAP_NET_ADMIN)"
+            how += (f", C receive thread with a {self.cfg.ring_bytes >> 20} MiB ring"
+                    if receiver else ", read by Python")
             self.log(f"listening on {_show(sock.getsockname())} ({how}), receive buffer "
-                     f"{got} bytes (asked {self.cfg.rcvbuf}){note}")
+                     f"{got} bytes (asked {self.cfg.rcvbuf}){note}; {burst_note(got, receiver)}")
         self.sel.register(self._wake_r, selectors.EVENT_READ)
+
+    def _receiver(self, sock: socket.socket) -> rx.CReceiver | None:
+        """The C receive thread for ``sock``, if configured and built."""
+        if self.cfg.receiver == "python" or (self.cfg.receiver == "auto" and rx.load() is None):
+            return None
+        try:
+            receiver = rx.CReceiver(sock, self.cfg.ring_bytes)
+        except OSError as err:
+            raise ListenError(f"cannot start the C receiver: {err}") from None
+        self.receivers.append(receiver)
+        self._rx_seen[id(receiver)] = dict.fromkeys(("packets", "duplicates", "kernel_drops"), 0)
+        return receiver
+
+    def _read_c(self, receiver: rx.CReceiver) -> int:
+        """Take what the C thread queued; returns how many datagrams."""
+        receiver.drain()
+        feed = self.reasm.feed
+        ready = self._ready
+        now = self.clock()
+        n = 0
+        for buf, host, port in receiver.take():
+            got = feed(buf, host, port, now)
+            if got:
+                ready.extend(got)
+            n += 1
+        if n:
+            self._lag["queue"] = max(self._lag["queue"], time.time() - receiver.oldest)
+        self._fold(receiver)
+        return n
+
+    def _fold(self, receiver: rx.CReceiver) -> None:
+        """Add what the C thread counted itself: the copies it dropped, kernel drops.
+
+        If the thread has failed, Python reads the socket from now on."""
+        st = receiver.stats()
+        if st["exited"] and not self._stop:
+            self.log(f"the receive thread failed ({os.strerror(int(st['error']))}); "
+                     "reading the socket from Python")
+            self._retire(receiver)
+            while True:                 # what it queued before it ended
+                got = [self.reasm.feed(b, h, p, self.clock()) for b, h, p in receiver.take()]
+                if not got:
+                    break
+                for dumps in got:
+                    self._ready.extend(dumps)
+            receiver.stop()
+            self.sel.register(receiver.sock, selectors.EVENT_READ)
+        seen = self._rx_seen[id(receiver)]
+        dups = st["duplicates"] - seen["duplicates"]
+        self.stats["packets"] += dups
+        self.stats["duplicates"] += dups
+        self.stats["kernel_drops"] += st["kernel_drops"] - seen["kernel_drops"]
+        seen.update((k, st[k]) for k in seen)
+        # What Python reads from the socket later reports the kernel's total again.
+        self._drops[receiver.sock.fileno()] = int(st["ovfl"])
+
+    def _retire(self, receiver: rx.CReceiver) -> None:
+        """Take the receiver out of the selector and the list (before stopping it)."""
+        try:
+            self.sel.unregister(receiver)
+        except (KeyError, ValueError):
+            pass
+        self.receivers.remove(receiver)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop = True
@@ -333,6 +427,9 @@ class Server:
                 for key, _ in self.sel.select(timeout):
                     if key.fileobj is self._wake_r:
                         self._drain_wakeups()
+                    elif isinstance(key.fileobj, rx.CReceiver):
+                        if self._read_c(key.fileobj) >= _BATCH:
+                            backlog = True
                     elif self._read(key.fileobj) == _BATCH:  # type: ignore[arg-type]
                         backlog = True
                 now = self.clock()
@@ -358,6 +455,13 @@ class Server:
     def _shutdown(self) -> None:
         """Read what the sockets hold (within a bound), finalise, store or spool."""
         end = self.clock() + _SHUTDOWN_READ
+        for receiver in list(self.receivers):
+            self._retire(receiver)
+            feed = self.reasm.feed
+            for buf, host, port in receiver.finish(time.monotonic() + max(0.0, end - self.clock())):
+                self._ready.extend(feed(buf, host, port, self.clock()))
+            self._fold(receiver)
+            receiver.stop()
         for sock in self.socks:
             limit = max(1, sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
                         // proto.PACKET_SIZE // _BATCH + 1)
@@ -439,8 +543,8 @@ class Server:
         """Whether the dump's source address has had its share; counted if so.
 
         Without ``rep`` (before analysis) only the budgets that need none."""
-        if dump.uid in self._rows or dump.uid in self._pending:
-            return False            # a new revision of a dump already taken
+        if dump.uid < 0 or dump.uid in self._rows or dump.uid in self._pending:
+            return False            # spooled, or a new revision of a dump already taken
         now = self.clock()
         for budget, counter, applies, what in self._budgets[:2] if rep is None \
                 else self._budgets[2:]:
@@ -484,9 +588,10 @@ class Server:
             return
         batch = list(self._pending.values())
         per_source = self.reasm.source_delta
+        self._update_gauges()
         try:
             ids = self.store.save([(d, r, self._rows.get(d.uid)) for d, r in batch], delta,
-                                  per_source)
+                                  per_source, self.gauges)
         except sqlite3.Error as err:
             self._failed(err, len(batch), quiet)
             return
@@ -495,20 +600,27 @@ class Server:
             ids = self._one_by_one(batch)
             if ids is None:
                 return
-            self.store.save([], {k: v - self._flushed.get(k, 0) for k, v in stats.items()},
-                            per_source)
+            try:
+                self.store.save([], {k: v - self._flushed.get(k, 0) for k, v in stats.items()},
+                                per_source, self.gauges)
+            except sqlite3.Error as err:
+                self._failed(err, len(self._pending), quiet)
+                return
         self._flushed = dict(stats)
         if per_source is self.reasm.source_delta:
             self.reasm.source_delta = {}
         self._pending.clear()
         self._pending_bytes = 0
-        if self._retry_delay:
+        recovered = bool(self._retry_delay)
+        if recovered:
             self.log("database writable again")
         self._retry_delay = 0.0
         lines = []
+        done = time.time()
         for (d, r), n in zip(batch, ids):
             if n is None:
                 continue
+            self._lag["store"] = max(self._lag["store"], done - d.finalised)
             self._rows[d.uid] = n
             self._rows.move_to_end(d.uid)
             lines.append(f"netoops-collector: {describe(d, r, n)}\n")
@@ -517,28 +629,44 @@ class Server:
         if lines:   # one write for the batch: each line is still one line
             self.err.write("".join(lines))
             self.err.flush()
-        if not self._stop and self.spool.exists():
+        # What went to the spool while the database failed is stored now;
+        # what could not be stored at all waits for the next start.
+        if recovered and not self._stop and self.spool.exists():
             self._load_spool()
 
     def _one_by_one(self, batch: list[tuple[Dump, Report]]) -> list[int | None] | None:
+        """Store a batch dump by dump (after an error that is not the database's).
+
+        Each dump stored is taken off the pending list at once, so a
+        database error half way never stores one twice; a dump that cannot
+        be stored is spooled.  None if the database failed (the rest stay
+        pending)."""
         ids: list[int | None] = []
-        bad: list[tuple[Dump, Report]] = []
+        bad: list[Dump] = []
         for d, r in batch:
             try:
                 [n] = self.store.save([(d, r, self._rows.get(d.uid))])
             except sqlite3.Error as err:
-                self._failed(err, len(batch), False)
+                self._failed(err, len(self._pending), False)
+                if bad:
+                    self._spill(bad, "storing them failed")
                 return None
             except Exception as err:
                 self.log(escape(f"dump from {d.source} boot {d.boot_id} id {d.dump_id} "
                                 f"cannot be stored ({type(err).__name__}: {err})"))
-                bad.append((d, r))
+                bad.append(d)
                 ids.append(None)
             else:
                 ids.append(n)
+                self._rows[d.uid] = n
+                self.err.write(f"netoops-collector: {describe(d, r, n)}\n")
+            old = self._pending.pop(d.uid, None)
+            if old is not None:
+                self._pending_bytes -= len(old[0].log)
+        self.err.flush()
         if bad:
-            self._spill([d for d, _ in bad], "storing them failed")
-        return ids
+            self._spill(bad, "storing them failed")
+        return [None] * len(ids)        # each one is logged already
 
     def _failed(self, err: Exception, n: int, quiet: bool) -> None:
         self.stats["store_errors"] += 1
@@ -551,8 +679,9 @@ class Server:
         """Append dumps to the spool file; the next successful write stores them."""
         try:
             with open(self.spool, "a", encoding="utf-8") as f:
-                for d in items:
-                    f.write(json.dumps(dataclasses.asdict(d)) + "\n")
+                for d in items:     # with the row it replaces, if it is a repair
+                    f.write(json.dumps(dict(dataclasses.asdict(d),
+                                            dump_no=self._rows.get(d.uid))) + "\n")
         except OSError as err:
             self.log(f"LOST {len(items)} dump(s): {why}, and {self.spool}: {err.strerror}")
             return
@@ -575,17 +704,30 @@ class Server:
                 dumps.append(_dump_from_json(line))
             except (ValueError, TypeError, KeyError):
                 self.log(f"{self.spool}: skipping a damaged line")
-        for d in dumps:     # uids of their own: never one of the reassembler's
+        for d, dump_no in dumps:    # uids of their own: never one of the reassembler's
             self._spool_uid -= 1
             d.uid = self._spool_uid
+            if dump_no is not None:
+                self._rows[d.uid] = dump_no
             self._ready.append(d)
         os.unlink(self.spool)
         if dumps:
             self.log(f"{len(dumps)} dump(s) from {self.spool} queued for storing")
 
+    def _update_gauges(self) -> None:
+        g = self.gauges
+        g["inflight_dumps"] = self.reasm.inflight
+        g["held_bytes"] = self.reasm.held_bytes
+        g["unsaved_dumps"] = len(self._pending) + len(self._ready)
+        g["ring_bytes"] = sum(r.stats()["ring_used"] for r in self.receivers)
+        g["queue_delay_max"] = round(self._lag["queue"], 6)
+        g["store_delay_max"] = round(self._lag["store"], 6)
+
     def _log_counters(self) -> None:
         st = self.stats
-        if st == self._logged:
+        lag = self._lag
+        self._lag = {"queue": 0.0, "store": 0.0}    # a new interval
+        if st == self._logged and not any(lag.values()):
             return
         rejected = sum(v for k, v in st.items() if k.startswith("rejected_"))
         self.log(f"counters: packets {st['packets']}, chunks {st['accepted']}, duplicates "
@@ -595,12 +737,19 @@ class Server:
                  f"{st['dumps_junk_dropped'] + st['dumps_rate_dropped']} (over a source's "
                  f"share); in flight {self.reasm.inflight} "
                  f"({self.reasm.held_bytes} bytes held); unsaved {len(self._pending)}, "
-                 f"database errors {st['store_errors']}")
+                 f"database errors {st['store_errors']}; delays (most in this interval): "
+                 f"queued {lag['queue']:.3f}s, finalised to stored {lag['store']:.3f}s")
         self._logged = dict(st)
 
     def close(self) -> None:
+        for receiver in list(self.receivers):
+            self._retire(receiver)
+            receiver.stop()
         for sock in self.socks:
-            self.sel.unregister(sock)
+            try:
+                self.sel.unregister(sock)
+            except KeyError:          # a socket read by its receiver, never registered
+                pass
             sock.close()
         self.socks.clear()
         self.sel.close()

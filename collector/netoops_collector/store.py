@@ -106,6 +106,11 @@ _SOURCE_STATS_TABLE = """CREATE TABLE source_stats (
     value  INTEGER NOT NULL,
     PRIMARY KEY (source, name)
 )"""
+# The latest values of what is measured, not counted (delays, memory held).
+_GAUGES_TABLE = """CREATE TABLE gauges (
+    name  TEXT PRIMARY KEY,
+    value REAL NOT NULL
+)"""
 _LOGS_TABLE = """CREATE TABLE logs (
     dump INTEGER PRIMARY KEY REFERENCES dumps (id) ON DELETE CASCADE,
     text TEXT NOT NULL
@@ -180,7 +185,8 @@ def _too_new(where: Path, version: int) -> StoreError:
 
 
 def _create(cur: sqlite3.Cursor) -> None:
-    for sql in (_META_TABLE, _STATS_TABLE, _SOURCE_STATS_TABLE, _dumps_table("dumps"),
+    for sql in (_META_TABLE, _STATS_TABLE, _SOURCE_STATS_TABLE, _GAUGES_TABLE,
+                _dumps_table("dumps"),
                 _LOGS_TABLE,
                 _frames_table("dump_frames"), _modules_table("dump_modules"), *_INDEXES):
         cur.execute(sql)
@@ -298,6 +304,7 @@ def _migrate_1_to_2(cur: sqlite3.Cursor, where: Path) -> None:
     for sql in _INDEXES:
         cur.execute(sql)
     cur.execute(_SOURCE_STATS_TABLE)
+    cur.execute(_GAUGES_TABLE)
     broken = cur.execute("PRAGMA foreign_key_check").fetchall()
     if broken:
         raise StoreError(f"{where}: upgrade left rows without their dump: {broken[:5]}")
@@ -365,9 +372,12 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
             if version != SCHEMA_VERSION:
                 self._prepare(conn)
-            elif not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'source_stats'"
-                                  ).fetchone():
-                conn.execute(_SOURCE_STATS_TABLE)     # made before the table was added
+            else:       # made before these tables were added to version 2
+                for name, sql in (("source_stats", _SOURCE_STATS_TABLE),
+                                  ("gauges", _GAUGES_TABLE)):
+                    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?",
+                                        (name,)).fetchone():
+                        conn.execute(sql)
             conn.execute("PRAGMA foreign_keys=ON")
         except StoreError:
             conn.close()
@@ -407,7 +417,8 @@ class Store:
 
     def save(self, items: Sequence[tuple[Dump, Report, int | None]],
              stats: dict[str, int] | None = None,
-             source_stats: dict[tuple[str, str], int] | None = None) -> list[int]:
+             source_stats: dict[tuple[str, str], int] | None = None,
+             gauges: dict[str, float] | None = None) -> list[int]:
         """Store dumps (and add ``stats`` and per-source ``(source, name)``
         deltas) in one transaction; returns ids.
 
@@ -429,6 +440,9 @@ class Store:
                     "INSERT INTO source_stats VALUES (?, ?, ?) ON CONFLICT (source, name) "
                     "DO UPDATE SET value = value + excluded.value",
                     [(src, name, v) for (src, name), v in source_stats.items() if v])
+            if gauges:
+                cur.executemany("INSERT OR REPLACE INTO gauges VALUES (?, ?)",
+                                list(gauges.items()))
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -600,7 +614,14 @@ def stats(conn: sqlite3.Connection) -> dict[str, Any]:
     return {"counters": counters,
             "stored": {"dumps": row[0], "complete": row[1], "partial": row[0] - row[1],
                        "signatures": row[2], "no_crash_text": ungrouped(conn)},
-            "sources": source_stats(conn)}
+            "sources": source_stats(conn),
+            "gauges": _gauges(conn)}
+
+
+def _gauges(conn: sqlite3.Connection) -> dict[str, float]:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'gauges'").fetchone():
+        return {}
+    return dict(conn.execute("SELECT name, value FROM gauges ORDER BY name"))
 
 
 def source_stats(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:

@@ -211,6 +211,14 @@ def stats_text(st: dict[str, Any]) -> str:
         f"stored: {s['dumps']} dumps ({s['complete']} complete, {s['partial']} partial), "
         f"{s['signatures']} signatures, {s.get('no_crash_text', 0)} without crash text",
     ]
+    g = st.get("gauges") or {}
+    if g:
+        out.append(f"at the last write: {int(g.get('inflight_dumps', 0))} dumps in flight, "
+                   f"{int(g.get('held_bytes', 0))} bytes held, "
+                   f"{int(g.get('ring_bytes', 0))} bytes queued in the receive ring, "
+                   f"{int(g.get('unsaved_dumps', 0))} dumps not yet stored; most delay in "
+                   f"the interval: queued {g.get('queue_delay_max', 0):.3f}s, finalised to "
+                   f"stored {g.get('store_delay_max', 0):.3f}s")
     sources = st.get("sources") or []
     if sources:
         out.append("sources with rejected or dropped traffic (most first):")

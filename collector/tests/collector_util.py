@@ -32,9 +32,26 @@ def packets(log: bytes | str, copies: int = 1, **header: Any) -> list[bytes]:
     return gen.dump_packets(raw, copies=copies, **header)
 
 
+def rx_lib() -> Path:
+    """The C receiver built from the work tree (once per source, cached)."""
+    import hashlib
+    import tempfile
+    src = COLLECTOR / "netoops_collector" / "_rx.c"
+    key = hashlib.sha1(src.read_bytes()).hexdigest()[:12]
+    out = Path(tempfile.gettempdir()) / f"netoops-rx-{key}" / "_netoops_rx.so"
+    if not out.exists():
+        out.parent.mkdir(exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                        "-pthread", "-o", str(tmp), str(src)], check=True)
+        tmp.rename(out)
+    return out
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(COLLECTOR)
+    env["NETOOPS_RX_LIB"] = str(rx_lib())
     env.update(extra)
     return env
 
@@ -63,10 +80,11 @@ class Serve:
 
     def __init__(self, db: os.PathLike[str] | str, *args: str,
                  listen: list[str] | None = ("127.0.0.1:0",),  # type: ignore[assignment]
-                 timeout: float = 10) -> None:
+                 timeout: float = 10, receiver: str = "c") -> None:
         import queue
         import threading
-        cmd = [PYTHON, "-m", "netoops_collector", "--db", str(db), "serve", *args]
+        cmd = [PYTHON, "-m", "netoops_collector", "--db", str(db), "serve",
+               "--receiver", receiver, *args]
         for spec in listen or []:
             cmd += ["--listen", spec]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cli_env())

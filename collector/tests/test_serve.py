@@ -33,11 +33,13 @@ def udp(port: int, pkts: list[bytes], host: str = "127.0.0.1",
             s.close()
 
 
-@pytest.fixture
-def serve_factory():
+@pytest.fixture(params=["c", "python"])
+def serve_factory(request: pytest.FixtureRequest):
+    """`serve` with the C receive thread, then with Python reading the sockets."""
     started: list[Serve] = []
 
     def start(db: Path, *args: str, **kw: object) -> Serve:
+        kw.setdefault("receiver", request.param)
         s = Serve(db, *args, **kw)  # type: ignore[arg-type]
         started.append(s)
         return s
@@ -162,7 +164,7 @@ def test_default_listen_is_dual_stack_port_2004(tmp_path: Path):
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["rc"] == 0 and out["addr"] == "[::]:2004"
-    assert "(dual-stack)" in out["lines"][0] and "receive buffer" in out["lines"][0]
+    assert "(dual-stack, C receive thread" in out["lines"][0] and "receive buffer" in out["lines"][0]
     assert [(d["source"], d["boot_id"]) for d in out["list"]] == [("127.0.0.1", 1), ("::1", 2)]
 
 
@@ -236,6 +238,7 @@ def test_kernel_drops_are_counted_and_logged(tmp_path: Path, serve_factory):
     SIGSTOP) are counted from SO_RXQ_OVFL, in stats and the periodic line."""
     db = tmp_path / "c.sqlite3"
     srv = serve_factory(db, "--rcvbuf", "65536", "--log-interval", "0.2")
+    assert "a burst of" in srv.wait_for("listening on")
     os.kill(srv.proc.pid, signal.SIGSTOP)
     try:
         udp(srv.port, [b"x" * 100] * 3000)

@@ -56,11 +56,17 @@ def test_a_locked_database_keeps_the_dumps_and_retries_with_a_delay(tmp_path: Pa
     feed(srv, fixture("gpf.txt"), 2)
     srv._store(everything=True)                  # within the delay: not even tried
     assert srv.stats["store_errors"] == 1 and len(srv._pending) == 2
+    time.sleep(1.0)                              # real time: the delay is wall clock
     other.execute("ROLLBACK")
     other.close()
     clock.t += 1.5
     srv._store()
     assert not srv._pending and "database writable again" in err.getvalue()
+    # the delay from finalised to stored is measured, logged and kept as a gauge
+    assert srv._lag["store"] >= 1.0
+    srv._log_counters()
+    line = err.getvalue().splitlines()[-1]
+    assert "finalised to stored 1." in line, line
     srv.close()
     assert stored(db) == [1, 2]
 
@@ -93,6 +99,37 @@ def test_a_dump_that_cannot_be_stored_is_spooled_and_stored_at_the_next_start(
     srv.close()
     assert stored(db) == [1, 3, 2] and not spool_path(db).exists()
     assert cli_json("--db", db, "show", "3")["title"].startswith("general protection fault")
+
+
+def test_a_repair_that_is_spooled_replaces_its_row_at_the_next_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    db = tmp_path / "c.sqlite3"
+    srv, clock, err = server(db)
+    pkts = packets(fixture("null_deref.txt"), boot_id=4)
+    for p in pkts[1:]:                            # chunk 0 lost: stored partial
+        srv._ready.extend(srv.reasm.feed(p, "192.0.2.2", 6666, clock.t))
+    clock.t += 11
+    srv._ready.extend(srv.reasm.expire(clock.t))
+    srv._store(everything=True)
+    real_row = store._row
+
+    def broken(dump, rep):  # type: ignore[no-untyped-def]
+        if dump.revision:
+            raise ValueError("a collector bug")
+        return real_row(dump, rep)
+    monkeypatch.setattr(store, "_row", broken)
+    srv._ready.extend(srv.reasm.feed(pkts[0], "192.0.2.2", 6666, clock.t))   # the repair
+    srv._store(everything=True)
+    srv._stop = True
+    srv.close()
+    assert "cannot be stored" in err.getvalue() and spool_path(db).exists()
+    monkeypatch.setattr(store, "_row", real_row)
+    srv, clock, err = server(db)
+    srv._load_spool()
+    srv._store(everything=True)
+    srv.close()
+    [row] = cli_json("--db", db, "list")
+    assert row["id"] == 1 and row["complete"] is True
 
 
 def test_shutdown_ends_within_a_bound_under_traffic(tmp_path: Path):

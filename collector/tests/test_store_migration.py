@@ -105,7 +105,7 @@ def test_upgrade_keeps_every_dump(tmp_path: Path):
         "counters": st_v1["counters"],
         "stored": dict(st_v1["stored"], signatures=st_v1["stored"]["signatures"] - 1,
                        no_crash_text=1),
-        "sources": []}
+        "sources": [], "gauges": {}}
 
 
 def test_the_upgraded_schema_is_the_new_schema(tmp_path: Path):

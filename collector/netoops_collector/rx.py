@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The C receive thread (``_rx.c``), loaded through ctypes.
+
+:class:`CReceiver` starts one thread per socket that reads with
+``recvmmsg()``, drops exact copies of packets it already passed on, and
+queues everything else in a ring buffer; :meth:`CReceiver.take` returns the
+queued datagrams with their sources.  Receiving thus never waits for
+reassembly, analysis or storage.  :func:`load` returns None when the shared
+object was not built (``serve`` then reads the sockets itself).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import struct
+from pathlib import Path
+from typing import Iterator
+
+_REC = struct.Struct("<IHBB16sd")      # len, port, family, flags, address, arrival
+_REC_SIZE = _REC.size                   # 32
+_STAT_NAMES = ("packets", "duplicates", "kernel_drops", "ring_waits", "ring_used_max",
+               "ring_used", "ovfl", "error", "exited")
+DEFAULT_RING = 256 << 20
+_TAKE = 4 << 20
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in _STAT_NAMES]
+
+
+def library_path() -> Path | None:
+    """The built shared object: $NETOOPS_RX_LIB, else beside this file."""
+    env = os.environ.get("NETOOPS_RX_LIB")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    found = sorted(here.glob("_netoops_rx*.so"))
+    return found[0] if found else None
+
+
+_lib: ctypes.CDLL | None = None
+
+
+def load() -> ctypes.CDLL | None:
+    global _lib
+    if _lib is None:
+        path = library_path()
+        if path is None or not path.exists():
+            return None
+        lib = ctypes.CDLL(str(path), use_errno=True)
+        lib.nrx_start.restype = ctypes.c_void_p
+        lib.nrx_start.argtypes = [ctypes.c_int, ctypes.c_size_t]
+        lib.nrx_notify_fd.restype = ctypes.c_int
+        lib.nrx_notify_fd.argtypes = [ctypes.c_void_p]
+        lib.nrx_take.restype = ctypes.c_size_t
+        lib.nrx_take.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                 ctypes.c_int]
+        lib.nrx_stats.restype = None
+        lib.nrx_stats.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Stats)]
+        lib.nrx_stop.restype = None
+        lib.nrx_stop.argtypes = [ctypes.c_void_p]
+        lib.nrx_halt.restype = None
+        lib.nrx_halt.argtypes = [ctypes.c_void_p]
+        _lib = lib
+    return _lib
+
+
+class CReceiver:
+    """A receive thread on ``sock``; the socket stays the caller's."""
+
+    def __init__(self, sock: socket.socket, ring_bytes: int = DEFAULT_RING) -> None:
+        lib = load()
+        if lib is None:
+            raise OSError("the C receiver (_netoops_rx) is not built")
+        self._lib = lib
+        self.sock = sock
+        self.ring_bytes = ring_bytes
+        handle = lib.nrx_start(sock.fileno(), ring_bytes)
+        if not handle:
+            err = ctypes.get_errno() or 12
+            raise OSError(err, f"cannot start the receive thread: {os.strerror(err)}")
+        self._h: int | None = handle
+        self._buf = ctypes.create_string_buffer(_TAKE)
+        self._names: dict[bytes, str] = {}
+        self.oldest = 0.0       # arrival (unix time) of the first datagram of the last take
+
+    def fileno(self) -> int:
+        """Readable when datagrams are queued (for a selector); see :meth:`drain`."""
+        if self._h is None:
+            raise ValueError("the receive thread is stopped")
+        return int(self._lib.nrx_notify_fd(self._h))
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.fileno(), 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def take(self, timeout: float = 0.0) -> Iterator[tuple[bytes, str, int]]:
+        """The queued datagrams (up to 4 MiB of them) as (bytes, address, port)."""
+        assert self._h is not None
+        n = self._lib.nrx_take(self._h, self._buf, _TAKE, int(timeout * 1000))
+        if not n:
+            return
+        raw = ctypes.string_at(self._buf, n)
+        names = self._names
+        off = 0
+        unpack = _REC.unpack_from
+        self.oldest = unpack(raw, 0)[5]
+        while off < n:
+            length, port, family, flags, addr, _ = unpack(raw, off)
+            start = off + _REC_SIZE
+            data = raw[start:start + length]
+            if flags & 1:
+                data += b"\0"             # cut: longer than a packet, oversize
+            host = names.get(addr) if family == 4 else names.get(addr + b"6")
+            if host is None:
+                host = _address(family, addr)
+                if len(names) > 4096:
+                    names.clear()
+                names[addr if family == 4 else addr + b"6"] = host
+            yield data, host, port
+            off = start + ((length + _REC_SIZE + 7) & ~7) - _REC_SIZE
+
+    def stats(self) -> dict[str, int]:
+        assert self._h is not None
+        st = _Stats()
+        self._lib.nrx_stats(self._h, ctypes.byref(st))
+        return {name: getattr(st, name) for name in _STAT_NAMES}
+
+    def finish(self, deadline: float) -> Iterator[tuple[bytes, str, int]]:
+        """Stop reading the socket without losing what the thread has read:
+        the thread returns once the batch in hand is queued; everything
+        queued is yielded (until ``deadline``, a time.monotonic() value)."""
+        import time
+        assert self._h is not None
+        self._lib.nrx_halt(self._h)
+        while time.monotonic() < deadline:
+            exited = self.stats()["exited"]
+            got = 0
+            for item in self.take(0.01):
+                got += 1
+                yield item
+            if exited and not got and not self.stats()["ring_used"]:
+                return
+
+    def stop(self) -> None:
+        """Stop the thread (at once) and free the ring; the socket stays open."""
+        if self._h is not None:
+            h, self._h = self._h, None
+            self._lib.nrx_stop(h)
+
+
+def _address(family: int, addr: bytes) -> str:
+    if family == 4:
+        return socket.inet_ntop(socket.AF_INET, addr[:4])
+    host = socket.inet_ntop(socket.AF_INET6, addr)
+    if host.startswith("::ffff:") and "." in host:
+        host = host[7:]
+    return host

@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The C receive thread (netoops_collector/_rx.c through rx.py)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from collector_util import COLLECTOR, fixture, packets, rx_lib
+from netoops_collector import proto, rx
+from netoops_collector.reassembly import Reassembler
+
+
+@pytest.fixture(autouse=True)
+def built(monkeypatch: pytest.MonkeyPatch) -> Path:
+    lib = rx_lib()
+    monkeypatch.setenv("NETOOPS_RX_LIB", str(lib))
+    monkeypatch.setattr(rx, "_lib", None)
+    return lib
+
+
+def receiver(family: int = socket.AF_INET, rcvbuf: int = 0,
+             ring: int = rx.DEFAULT_RING) -> tuple[rx.CReceiver, socket.socket]:
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    sock.bind(("::1" if family == socket.AF_INET6 else "127.0.0.1", 0))
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    return rx.CReceiver(sock, ring), sock
+
+
+def take_all(r: rx.CReceiver, want: int, timeout: float = 5) -> list[tuple[bytes, str, int]]:
+    out: list[tuple[bytes, str, int]] = []
+    end = time.monotonic() + timeout
+    while len(out) < want and time.monotonic() < end:
+        out += list(r.take(0.05))
+    return out
+
+
+def test_datagrams_arrive_with_their_source_and_copies_are_dropped():
+    r, sock = receiver()
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    src.bind(("127.0.0.1", 0))
+    pkts = packets(fixture("null_deref.txt"), copies=3)
+    n = len(pkts) // 3
+    odd = [b"short", b"x" * 3000, proto.encode(version=9)]
+    try:
+        for p in pkts + odd:
+            src.sendto(p, sock.getsockname())
+        got = take_all(r, n + len(odd))
+        st = r.stats()
+    finally:
+        r.stop()
+        sock.close()
+    port = src.getsockname()[1]
+    src.close()
+    assert [g[0] for g in got] == pkts[:n] + [b"short", b"x" * (proto.PACKET_SIZE + 1) + b"\0",
+                                              proto.encode(version=9)]
+    assert {(g[1], g[2]) for g in got} == {("127.0.0.1", port)}
+    assert st["packets"] == len(pkts) + len(odd) and st["duplicates"] == 2 * n
+    assert st["ring_used"] == 0
+
+
+def test_ipv6_sources():
+    r, sock = receiver(socket.AF_INET6)
+    src = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        src.sendto(b"hello", sock.getsockname()[:2])
+        [(data, host, port)] = take_all(r, 1)
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+    assert (data, host) == (b"hello", "::1") and port > 0
+
+
+def test_the_ring_takes_a_burst_while_python_is_held_back():
+    """Nothing is taken from the ring while 32 dumps (12,288 datagrams,
+    17 MB) arrive through a 256 KiB kernel buffer that holds about a
+    hundred: the thread alone keeps draining the socket, nothing is lost,
+    and the dumps reassemble complete afterwards.  The sender waits for the
+    thread to catch up after each group of 64 (bounded), so the test does
+    not race a sender that never pauses on a loaded machine."""
+    import sys
+    sys.path.insert(0, str(COLLECTOR / "bench"))
+    from load import Burst                  # the benchmark's burst of dumps
+    b = Burst(32)
+    r, sock = receiver(rcvbuf=256 << 10)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        to = sock.getsockname()
+        for i in range(0, b.packets, 64):
+            for _, pkt in b.schedule[i:i + 64]:
+                src.sendto(pkt, to)
+            end = time.monotonic() + 2
+            while r.stats()["packets"] < min(i + 64, b.packets) and time.monotonic() < end:
+                time.sleep(0.0005)
+        st = r.stats()
+        assert st["packets"] == b.packets and st["kernel_drops"] == 0
+        assert st["duplicates"] == b.packets * 2 // 3
+        assert st["ring_used"] >= b.packets // 3 * proto.PACKET_SIZE   # all still queued
+        reasm = Reassembler()
+        dumps = []
+        for buf, host, port in take_all(r, b.packets // 3):
+            dumps += reasm.feed(buf, host, port)
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+    assert len(dumps) == 32 and all(d.complete for d in dumps)
+    assert {d.boot_id: d.log.encode() for d in dumps} == b.logs
+
+
+def test_a_full_ring_makes_the_thread_wait_and_the_kernel_drops_are_counted():
+    r, sock = receiver(rcvbuf=64 << 10, ring=64 << 10)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for i in range(2000):
+            src.sendto(i.to_bytes(4, "little") * 100, sock.getsockname())
+        time.sleep(0.3)
+        st = r.stats()
+        assert st["ring_waits"] > 0 and st["ring_used_max"] <= 64 << 10
+        got = take_all(r, 2000, timeout=1)     # the thread drains the kernel buffer
+        src.sendto(b"last", sock.getsockname())   # carries the kernel's drop count
+        got += take_all(r, 1, timeout=2)
+        st = r.stats()
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+    assert st["kernel_drops"] > 0
+    assert len(got) + st["kernel_drops"] == 2001 == st["packets"] + st["kernel_drops"]
+    seq = [int.from_bytes(g[0][:4], "little") for g in got if g[0] != b"last"]
+    assert seq == sorted(seq)               # in order, none twice
+
+
+def test_stop_while_the_thread_waits_for_room():
+    r, sock = receiver(ring=64 << 10)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for _ in range(200):
+        src.sendto(b"y" * 1000, sock.getsockname())
+    time.sleep(0.2)
+    assert r.stats()["ring_waits"] > 0
+    r.stop()                                # returns: the waiting thread is woken
+    sock.close()
+    src.close()
+
+
+def test_not_built_means_python_reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("NETOOPS_RX_LIB", str(tmp_path / "absent.so"))
+    monkeypatch.setattr(rx, "_lib", None)
+    assert rx.load() is None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with pytest.raises(OSError, match="not built"):
+        rx.CReceiver(sock)
+    sock.close()
+
+
+def test_a_take_that_leaves_records_keeps_the_notify_fd_readable():
+    """One take copies at most 4 MiB; if more is queued the selector must
+    still see the receiver as ready, or the rest waits for the next datagram."""
+    import select
+    r, sock = receiver(rcvbuf=16 << 20)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for i in range(4000):               # 5.6 MB of distinct packets
+            src.sendto(proto.encode(boot_id=i, packet_count=2), sock.getsockname())
+        end = time.monotonic() + 5
+        while r.stats()["packets"] < 4000 and time.monotonic() < end:
+            time.sleep(0.01)
+        r.drain()
+        first = list(r.take())
+        assert 0 < len(first) < 4000
+        ready, _, _ = select.select([r], [], [], 0)
+        assert ready == [r]
+        rest = take_all(r, 4000 - len(first))
+        assert len(first) + len(rest) == 4000
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+
+
+def test_finish_loses_nothing_the_thread_has_read():
+    """Halting while the thread waits for room in a small ring: what it read
+    comes out of finish(), the rest is still in the socket."""
+    r, sock = receiver(rcvbuf=8 << 20, ring=64 << 10)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for i in range(2000):
+            src.sendto(i.to_bytes(4, "little") * 100, sock.getsockname())
+        time.sleep(0.2)
+        assert r.stats()["ring_waits"] > 0
+        got = [g[0] for g in r.finish(time.monotonic() + 5)]
+        st = r.stats()
+        assert st["exited"] and not st["error"] and st["packets"] == len(got)
+        sock.setblocking(False)
+        rest = []
+        try:
+            while True:
+                rest.append(sock.recv(2048))
+        except BlockingIOError:
+            pass
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+    seq = [int.from_bytes(d[:4], "little") for d in got + rest]
+    assert seq == list(range(2000))
