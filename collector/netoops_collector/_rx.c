@@ -376,7 +376,8 @@ int nrx_notify_fd(struct nrx *r)
 size_t nrx_take(struct nrx *r, uint8_t *out, size_t cap, int timeout_ms)
 {
 	struct timespec until;
-	size_t got = 0, left;
+	size_t got = 0, left, tail, used, consumed = 0, n = 0, i;
+	struct { size_t from, size; } seg[2];
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += timeout_ms / 1000;
@@ -389,31 +390,51 @@ size_t nrx_take(struct nrx *r, uint8_t *out, size_t cap, int timeout_ms)
 	while (!r->used && timeout_ms > 0 &&
 	       pthread_cond_timedwait(&r->cond, &r->lock, &until) == 0)
 		;
-	while (r->used) {
+	/*
+	 * Plan under the lock (at most two runs of records: before and after
+	 * the wrap), copy without it: the thread never writes into bytes that
+	 * still count as used, so it keeps receiving while this copies.
+	 */
+	tail = r->tail;
+	used = r->used;
+	while (used) {
 		uint32_t len;
-		size_t size;
+		size_t size, skip;
 
-		if (r->cap - r->tail < 4) {
-			r->used -= r->cap - r->tail;
-			r->tail = 0;
-			continue;
+		if (r->cap - tail < 4) {
+			skip = r->cap - tail;
+		} else {
+			memcpy(&len, r->ring + tail, 4);
+			skip = len == NRX_WRAP ? r->cap - tail : 0;
 		}
-		memcpy(&len, r->ring + r->tail, 4);
-		if (len == NRX_WRAP) {
-			r->used -= r->cap - r->tail;
-			r->tail = 0;
+		if (skip) {
+			used -= skip;
+			consumed += skip;
+			tail = 0;
 			continue;
 		}
 		size = rec_size(len);
 		if (got + size > cap)
 			break;
-		memcpy(out + got, r->ring + r->tail, size);
+		if (n && seg[n - 1].from + seg[n - 1].size == tail)
+			seg[n - 1].size += size;
+		else
+			seg[n++] = (typeof(seg[0])){ tail, size };
 		got += size;
-		r->tail += size;
-		if (r->tail == r->cap)
-			r->tail = 0;
-		r->used -= size;
+		used -= size;
+		consumed += size;
+		tail += size;
+		if (tail == r->cap)
+			tail = 0;
 	}
+	pthread_mutex_unlock(&r->lock);
+	for (i = 0, got = 0; i < n; i++) {
+		memcpy(out + got, r->ring + seg[i].from, seg[i].size);
+		got += seg[i].size;
+	}
+	pthread_mutex_lock(&r->lock);
+	r->tail = tail;
+	r->used -= consumed;
 	if (!r->used)
 		r->head = r->tail = 0;
 	r->st.ring_used = r->used;

@@ -33,6 +33,7 @@ import signal
 import socket
 import sqlite3
 import sys
+import threading
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ _MAX_PENDING_BYTES = 64 << 20           # unsaved logs kept in memory, then spoo
 _SHUTDOWN_READ = 2.0     # seconds of reading what the sockets hold at shutdown
 _SHUTDOWN_STORE = 5.0    # seconds of retrying the database at shutdown
 _MAX_ROWS = 1 << 16      # dump uids whose stored row is remembered (for repairs)
-_MAX_JUNK_SOURCES = 1 << 16
+_NICER = 10              # the main thread's nice value over the receive threads
 
 
 def escape(text: str) -> str:
@@ -325,6 +326,16 @@ class Server:
             self.log(f"listening on {_show(sock.getsockname())} ({how}), receive buffer "
                      f"{got} bytes (asked {self.cfg.rcvbuf}){note}; {burst_note(got, receiver)}")
         self.sel.register(self._wake_r, selectors.EVENT_READ)
+        if self.receivers:
+            # The receive threads keep their priority; this thread (reassembly,
+            # analysis, storage) yields the CPU to them when both want it, so
+            # a burst goes to the ring instead of overflowing the kernel buffer.
+            tid = threading.get_native_id()
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid,
+                               min(19, os.getpriority(os.PRIO_PROCESS, tid) + _NICER))
+            except OSError:
+                pass
 
     def _receiver(self, sock: socket.socket) -> rx.CReceiver | None:
         """The C receive thread for ``sock``, if configured and built."""
