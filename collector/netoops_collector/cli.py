@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                        metavar="N", help="the most packets a dump may have, 1 KiB of log "
                                          "each: set it above netoops.ko's log_bytes / 1024 "
                                          "(default %(default)s, a 16 MiB log)")
+    serve.add_argument("--new-dumps-per-source", type=_positive(int),
+                       default=lim.max_new_dumps_per_source, metavar="N",
+                       help="new dumps a source address may start: N at once and N a minute "
+                            "after that; beyond, a datagram that would start one is rejected "
+                            "(default %(default)s)")
     cfg0 = ServeConfig(db=Path())
     serve.add_argument("--receiver", choices=("auto", "c", "python"), default=cfg0.receiver,
                        help="who reads the sockets: the C receive thread (recvmmsg, copies "
@@ -118,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _serve(args: argparse.Namespace, db: Path) -> int:
     limits = Limits(quiet_timeout=args.quiet_timeout, max_packet_count=args.max_packet_count,
+                    max_new_dumps_per_source=args.new_dumps_per_source,
                     max_dumps=args.max_inflight,
                     max_bytes=args.max_inflight_bytes,
                     max_dumps_per_source=args.max_inflight_per_source,

@@ -74,6 +74,7 @@ STAT_NAMES: tuple[str, ...] = (
     "late_dropped",       # ... that did not fit in memory (the dump stays as stored)
     *(f"rejected_{r}" for r in proto.REASONS),
     "rejected_conflict",  # contradicts the earlier packets of its dump
+    "rejected_rate",      # would start a dump beyond its address's share of new dumps
     "dumps_complete",     # dumps stored complete (a repaired dump moves here)
     "dumps_partial",      # dumps stored partial
     "dumps_repaired",     # times late chunks replaced a stored partial dump
@@ -102,6 +103,12 @@ class Limits:
     max_recent_bytes: int = 64 << 20
     max_recent_per_source: int = 1024
     max_recent_bytes_per_source: int = 16 << 20
+    # New dumps an address may start: this many at once, and as many again
+    # per window after that.  A machine starts one per crash (its three
+    # copies are one dump); a flood of forged headers is turned away here,
+    # before it costs a dump in flight, a finalisation and an analysis.
+    max_new_dumps_per_source: int = 1024
+    new_dumps_window: float = 60.0
 
     @property
     def bound(self) -> int:
@@ -175,6 +182,33 @@ def ranges(numbers: list[int]) -> str:
     return ",".join(out)
 
 
+class SourceBudget:
+    """A token bucket per source address: ``burst`` at once, refilled at
+    ``burst`` per ``window`` seconds; the least recently seen sources are
+    forgotten beyond ``max_sources``."""
+
+    def __init__(self, burst: int, window: float, max_sources: int = 1 << 16) -> None:
+        self.burst = burst
+        self.rate = burst / window
+        self.max_sources = max_sources
+        self._b: OrderedDict[str, list[float]] = OrderedDict()   # source -> [tokens, when]
+
+    def take(self, source: str, now: float) -> bool:
+        b = self._b.get(source)
+        if b is None:
+            b = self._b[source] = [float(self.burst), now]
+            if len(self._b) > self.max_sources:
+                self._b.popitem(last=False)
+        else:
+            self._b.move_to_end(source)
+            b[0] = min(float(self.burst), b[0] + (now - b[1]) * self.rate)
+            b[1] = now
+        if b[0] < 1.0:
+            return False
+        b[0] -= 1.0
+        return True
+
+
 @dataclass(eq=False)
 class _Entry:
     """A dump in flight (or remembered as partial, with its chunks)."""
@@ -241,6 +275,8 @@ class Reassembler:
         self._bytes = 0
         self._recent_bytes = 0
         self._uid = 0
+        self._starts = SourceBudget(self.limits.max_new_dumps_per_source,
+                                    self.limits.new_dumps_window)
         # What went wrong, per source address, since the last flush.
         self.source_delta: dict[tuple[str, str], int] = {}
 
@@ -309,8 +345,12 @@ class Reassembler:
                 entry = self._copy_of_finalised(key, done, buf, no, data, now, out)
                 if entry is None:
                     return out
-            else:
+            elif self._starts.take(source, now):
                 entry = self._start(key, buf, hdr[6], now, out)
+            else:
+                stats["rejected_rate"] += 1
+                self.note(source, "rejected_rate")
+                return ()
         elif not entry.same_dump(buf):
             stats["rejected_conflict"] += 1
             self.note(source, "rejected_conflict")

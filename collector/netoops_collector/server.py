@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from . import proto, rx, views
-from .reassembly import Dump, Limits, Reassembler, format_ranges
+from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
 from .report import Report, analyse
 from .store import Store
 
@@ -178,32 +178,6 @@ class ServeConfig:
     dumps_per_source: int = 256
     budget_window: float = 3600.0
 
-
-class SourceBudget:
-    """A token bucket per source address: ``burst`` at once, refilled at
-    ``burst`` per ``window`` seconds; the least recently seen sources are
-    forgotten beyond ``max_sources``."""
-
-    def __init__(self, burst: int, window: float, max_sources: int = 1 << 16) -> None:
-        self.burst = burst
-        self.rate = burst / window
-        self.max_sources = max_sources
-        self._b: OrderedDict[str, list[float]] = OrderedDict()   # source -> [tokens, when]
-
-    def take(self, source: str, now: float) -> bool:
-        b = self._b.get(source)
-        if b is None:
-            b = self._b[source] = [float(self.burst), now]
-            if len(self._b) > self.max_sources:
-                self._b.popitem(last=False)
-        else:
-            self._b.move_to_end(source)
-            b[0] = min(float(self.burst), b[0] + (now - b[1]) * self.rate)
-            b[1] = now
-        if b[0] < 1.0:
-            return False
-        b[0] -= 1.0
-        return True
 
 
 def describe(dump: Dump, rep: Report, dump_no: int) -> str:

@@ -101,7 +101,8 @@ def test_a_million_fuzzed_datagrams_around_real_dumps(tmp_path: Path):
     assert size < DB_BOUND
     assert st["stored"]["dumps"] <= 4 * ServeConfig(db=db).dumps_per_source + 40
     c = st["counters"]
-    assert c["dumps_junk_dropped"] + c["dumps_rate_dropped"] > total // 2
+    assert c["rejected_rate"] > total // 4          # new dumps beyond an address's share
+    assert c["dumps_junk_dropped"] + c["dumps_rate_dropped"] > 1000
 
 
 def test_the_memory_charge_covers_what_python_really_allocates():

@@ -276,7 +276,7 @@ def test_the_table_of_finished_dumps_cannot_be_flushed_by_one_address():
     """A real dump completes on its first copy; a flood of finished dumps from
     another address cannot make the collector forget it, so its second and
     third copies are duplicates, never a second dump."""
-    r, _ = reasm(max_recent=64, max_recent_per_source=16)
+    r, _ = reasm(max_recent=64, max_recent_per_source=16, max_new_dumps_per_source=10**6)
     pkts = packets(LOG, copies=3)
     assert len(feed_all(r, pkts[:N])) == 1
     for i in range(2000):
@@ -390,3 +390,20 @@ def test_dumps_over_4096_packets_and_the_configured_limit():
     r, _ = reasm(max_packet_count=5119)
     assert feed_all(r, packets(log)[:10]) == []
     assert r.stats["rejected_packet_count"] == 10 and r.inflight == 0
+
+
+def test_new_dumps_per_address_are_rate_limited_and_copies_are_not():
+    r, clock = reasm(max_new_dumps_per_source=3, new_dumps_window=30)
+    for boot in range(3):
+        feed_all(r, packets(LOG, boot_id=boot)[:2], src="192.0.2.66")
+    assert r.inflight == 3
+    # a fourth new dump from that address is turned away, cheaply...
+    assert feed_all(r, packets(LOG, boot_id=9), src="192.0.2.66") == []
+    assert r.stats["rejected_rate"] == N and r.inflight == 3
+    assert r.source_delta[("192.0.2.66", "rejected_rate")] == N
+    # ...while its dumps in flight go on, and other addresses are not affected
+    [done] = feed_all(r, packets(LOG, boot_id=0)[2:], src="192.0.2.66")
+    assert done.complete
+    assert len(feed_all(r, packets(LOG, boot_id=9), src="192.0.2.7")) == 1
+    clock.t += 10                       # a third of the window: one more start
+    assert len(feed_all(r, packets(LOG, boot_id=9), src="192.0.2.66")) == 1
