@@ -14,8 +14,8 @@ committed the last dump to SQLite (its log line).  Zero loss is checked in
 the database: the persisted packet counter equals what was sent and every
 dump is stored complete with exactly the log that was sent.
 
-Burst.  `serve` runs as it would by default (8 MiB receive buffer, default
-caps) and bursts of K dumps are sent flat out by one Python process; K
+Burst.  `serve` runs as it would by default (receive buffer, receiver, caps)
+and bursts of K dumps are sent flat out by one Python process; K
 doubles until packets are lost, then is bisected.  Reported: the largest K
 with no packet lost, and whether larger bursts still completed every dump
 thanks to the three copies.
@@ -245,7 +245,7 @@ def main() -> int:
         sink_pps = statistics.median(float(s["pps"]) for s in sinks)
         col_pps = statistics.median(float(c["pps"]) for c in cols)
         zero_loss = all(c["ok"] for c in cols) and all(s["ok"] for s in sinks)
-        log("largest burst with zero loss (default serve: 8 MiB buffer, default caps):")
+        log("largest burst with zero loss (default serve):")
         good, trials = largest_burst(tmp, args.max_burst, log)
 
     log("")
