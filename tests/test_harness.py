@@ -98,3 +98,6 @@ def test_guest_dying_before_init_is_booted_once_more():
     assert g.retried
     assert res.status == "crash" and not res.splats, res.excerpt()
     assert "Unable to mount root fs" in res.console
+    # its own directory (console, result files) is gone once it is done
+    if os.environ.get("NTO_KEEP_TMP") is None:
+        assert not g.console_path.parent.exists()

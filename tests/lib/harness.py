@@ -352,6 +352,9 @@ class Guest:
         self.mac = f"52:54:00:6e:74:{2 + index:02x}"
         self.proc: subprocess.Popen | None = None
         base = ns.tmp if ns else Path(tempfile.mkdtemp(prefix="nto-guest-"))
+        # A guest without a namespace owns its directory: removed once it is
+        # done (the result holds the console), unless NTO_KEEP_TMP is set.
+        self._own_tmp = None if ns else base
         self.monitor_path = base / f"{script}-{index}.monitor" if monitor else None
         self.console_path = base / f"{script}-{index}.console"
         self.result_path = base / f"{script}-{index}.result"
@@ -410,6 +413,7 @@ class Guest:
         return argv
 
     def start(self) -> "Guest":
+        self.console_path.parent.mkdir(parents=True, exist_ok=True)
         argv = self.argv()
         if self.ns:
             argv = ["ip", "netns", "exec", self.ns.name] + argv
@@ -507,6 +511,8 @@ class Guest:
             sys.stderr.write(f"harness: {self.name} {status} before /init; booting it "
                              f"once more (last console lines: {first!r})\n")
             return self.start().wait()
+        if self._own_tmp is not None and os.environ.get("NTO_KEEP_TMP") is None:
+            shutil.rmtree(self._own_tmp, ignore_errors=True)
         return GuestResult(self.name, status, exit_code, console, body,
                            splats, missing, time.monotonic() - self.started)
 
