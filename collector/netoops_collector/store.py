@@ -375,8 +375,7 @@ class Store:
             else:       # made before these tables were added to version 2
                 for name, sql in (("source_stats", _SOURCE_STATS_TABLE),
                                   ("gauges", _GAUGES_TABLE)):
-                    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?",
-                                        (name,)).fetchone():
+                    if not _has_table(conn, name):
                         conn.execute(sql)
             conn.execute("PRAGMA foreign_keys=ON")
         except StoreError:
@@ -618,15 +617,20 @@ def stats(conn: sqlite3.Connection) -> dict[str, Any]:
             "gauges": _gauges(conn)}
 
 
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() \
+        is not None
+
+
 def _gauges(conn: sqlite3.Connection) -> dict[str, float]:
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'gauges'").fetchone():
+    if not _has_table(conn, "gauges"):
         return {}
     return dict(conn.execute("SELECT name, value FROM gauges ORDER BY name"))
 
 
 def source_stats(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
     """The sources with the most rejected or dropped traffic, with their counters."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'source_stats'").fetchone():
+    if not _has_table(conn, "source_stats"):
         return []
     top = [src for (src,) in conn.execute(
         "SELECT source FROM source_stats GROUP BY source ORDER BY SUM(value) DESC, source "

@@ -32,6 +32,16 @@ def packets(log: bytes | str, copies: int = 1, **header: Any) -> list[bytes]:
     return gen.dump_packets(raw, copies=copies, **header)
 
 
+class Clock:
+    """A monotonic clock that a test moves by hand (``clock.t += 5``)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
 def rx_lib() -> Path:
     """The C receiver built from the work tree (once per source, cached)."""
     import hashlib

@@ -16,21 +16,13 @@ import struct
 import tracemalloc
 from pathlib import Path
 
-from collector_util import fixture, packets
+from collector_util import Clock, fixture, packets
 from netoops_collector import proto, store
 from netoops_collector.reassembly import Limits, Reassembler
 from netoops_collector.server import ServeConfig, Server
 
 DB_BOUND = 8 << 20
 _HDR = struct.Struct("<6H3I")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def fuzz(n: int, seed: int) -> "list[tuple[bytes, str, int]]":

@@ -10,20 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector_util import fixture, packets
+from collector_util import Clock, fixture, packets
 from netoops_collector import proto
 from netoops_collector.reassembly import Dump, Limits, Reassembler, assemble, ranges
 
 LOG = fixture("null_deref.txt")           # about 4.6 KiB: 5 chunks
 N = len(proto.split_log(LOG.encode()))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def reasm(**limits: Any) -> tuple[Reassembler, Clock]:

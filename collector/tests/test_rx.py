@@ -31,6 +31,12 @@ def receiver(family: int = socket.AF_INET, rcvbuf: int = 0,
     return rx.CReceiver(sock, ring), sock
 
 
+def send_numbered(src: socket.socket, sock: socket.socket, n: int) -> None:
+    """``n`` 400-byte datagrams, each its sequence number repeated."""
+    for i in range(n):
+        src.sendto(i.to_bytes(4, "little") * 100, sock.getsockname())
+
+
 def take_all(r: rx.CReceiver, want: int, timeout: float = 5) -> list[tuple[bytes, str, int]]:
     out: list[tuple[bytes, str, int]] = []
     end = time.monotonic() + timeout
@@ -117,8 +123,7 @@ def test_a_full_ring_makes_the_thread_wait_and_the_kernel_drops_are_counted():
     r, sock = receiver(rcvbuf=64 << 10, ring=64 << 10)
     src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        for i in range(2000):
-            src.sendto(i.to_bytes(4, "little") * 100, sock.getsockname())
+        send_numbered(src, sock, 2000)
         time.sleep(0.3)
         st = r.stats()
         assert st["ring_waits"] > 0 and st["ring_used_max"] <= 64 << 10
@@ -189,8 +194,7 @@ def test_finish_loses_nothing_the_thread_has_read():
     r, sock = receiver(rcvbuf=8 << 20, ring=64 << 10)
     src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        for i in range(2000):
-            src.sendto(i.to_bytes(4, "little") * 100, sock.getsockname())
+        send_numbered(src, sock, 2000)
         time.sleep(0.2)
         assert r.stats()["ring_waits"] > 0
         got = [g[0] for g in r.finish(time.monotonic() + 5)]

@@ -12,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from collector_util import Serve, cli_json, fixture, packets
+from collector_util import Clock, Serve, cli_json, fixture, packets
 from netoops_collector import store
 from netoops_collector.server import ServeConfig, Server, spool_path
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def server(db: Path) -> tuple[Server, Clock, io.StringIO]:
