@@ -2,7 +2,7 @@
 """Load generator: a burst of K simultaneous netoops dumps over loopback.
 
 Dump k comes from its own UDP socket (its own source port, as K machines
-would), with boot_id 1000+k; each is a ~128 KiB log ending in a realistic
+would), with boot_id 1000+k (or first_boot+k); each is a ~128 KiB log ending in a realistic
 6.1 oops (the test fixtures, in turn), so about 128 packets, sent three
 times like the kernel does.  The K dumps are interleaved packet by packet:
 copy 1 of every dump, then copy 2, then copy 3.
@@ -31,14 +31,15 @@ CRASHES = ("null_deref_panic.txt", "gpf.txt", "bug_on.txt", "soft_lockup.txt",
 class Burst:
     """K dumps, prebuilt, and the order their datagrams go out in."""
 
-    def __init__(self, dumps: int, chunks: int = 128, copies: int = proto.RETRANSMIT_COUNT):
+    def __init__(self, dumps: int, chunks: int = 128, copies: int = proto.RETRANSMIT_COUNT,
+                 first_boot: int = 1000):
         self.dumps = dumps
         self.logs: dict[int, bytes] = {}
         per_dump: list[list[bytes]] = []
         for k in range(dumps):
             crash = (FIXTURES / CRASHES[k % len(CRASHES)]).read_bytes()
             log = gen.crash_log(crash, chunks * proto.DATA_BYTES - 100, seed=k)
-            boot = 1000 + k
+            boot = first_boot + k
             self.logs[boot] = log
             per_dump.append(proto.encode_dump(log, boot_id=boot, dump_id=k & 0xffff,
                                               kernel_version="6.1.0-netoops",

@@ -21,13 +21,31 @@
  *	u32 len, u16 port (host order), u8 family, u8 flags, u8 addr[16],
  *	f64 arrival (CLOCK_REALTIME seconds), then len bytes of datagram.
  * flags bit 0: the datagram was longer than NRX_BUF (MSG_TRUNC).
+ * flags bit 1: a group record: packets of one dump (same source, same
+ * header but for packet_no), NRX_PACKET bytes each, in arrival order.
+ * bit 2 (with bit 1): the group is the whole dump, packet_no 0 first, each
+ * in its place, followed by one u64 nrx_hash() of each packet's data; len
+ * counts both (NRX_PACKET + 8 bytes a packet).
  *
  * The copy filter keeps 64-bit hashes of (source, datagram) of exactly
  * packet-sized datagrams in two open-addressing tables; the current one is
  * retired to "previous" when half full or NRX_ROTATE_S seconds old, so a
  * copy is recognised for at least that long and memory stays fixed.
+ *
+ * Grouping: a packet whose header passes the same layout checks as
+ * Python's fast path (version, offsets, arch, type, packet_no below a
+ * packet_count of at most the configured maximum and NRX_GROUP_MAX) is held
+ * with the other packets of its dump; a dump whose every packet arrived
+ * goes to the ring as one record, so Python handles it in one step instead
+ * of one per packet.  A group that has had no packet for NRX_HOLD_MS, a
+ * group evicted because the groups hold NRX_GROUP_BYTES of the ring's size
+ * or NRX_GROUPS dumps, and every group when the thread returns go to the
+ * ring as they are (Python then feeds their packets one by one, exactly as
+ * if they had not been held).  A packet that repeats a packet_no of its
+ * group, or that does not pass the checks, goes to the ring on its own.
  */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -36,6 +54,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +66,19 @@
 #define NRX_WRAP	0xffffffffu
 #define NRX_ROTATE_S	30
 #define NRX_SLOTS	(1u << 20)	/* per table: 8 MiB each */
+
+#define NRX_VERSION	3
+#define NRX_DATA_OFF	388		/* header + x86 block */
+#define NRX_ARCH_OFF	216
+#define NRX_ARCH_X86	2
+#define NRX_GROUP_MAX	1024		/* packets: bigger dumps go one by one */
+#define NRX_GROUPS	4096		/* dumps held at once */
+#define NRX_GROUP_BYTES	4		/* groups hold at most 1/4 of the ring's size */
+#define NRX_HOLD_MS	100
+#define NRX_CLASSES	11		/* group buffers of 2^k packets, k < 11 */
+#define NRX_F_CUT	1
+#define NRX_F_GROUP	2
+#define NRX_F_WHOLE	4
 
 #ifndef SO_RXQ_OVFL
 #define SO_RXQ_OVFL	40
@@ -62,6 +94,25 @@ struct nrx_stats {
 	uint64_t ovfl;		/* the kernel's drop count, as last reported */
 	uint64_t error;		/* errno that ended the thread, 0 if none */
 	uint64_t exited;	/* the thread has returned */
+	uint64_t grouped;	/* dumps passed on whole, as one record */
+	uint64_t group_flushes;	/* groups passed on before they were whole */
+	uint64_t group_bytes;	/* bytes of group buffers now, spare ones included */
+	uint64_t groups;	/* dumps held now */
+};
+
+/* The packets of one dump held by the thread (see "Grouping" above). */
+struct grp {
+	struct grp *hnext;		/* hash chain */
+	struct grp *older, *newer;	/* by last arrival */
+	uint64_t key;
+	uint8_t family, addr[16];
+	uint16_t port;
+	uint32_t count, have, cap;
+	int cls;			/* @pkts holds 2^cls packets (-1: none) */
+	double last;			/* CLOCK_MONOTONIC seconds of the last packet */
+	double arrival;			/* CLOCK_REALTIME of the first */
+	uint8_t *pkts;			/* @have packets in arrival order */
+	uint8_t seen[];			/* one bit per packet_no */
 };
 
 struct nrx {
@@ -79,11 +130,38 @@ struct nrx {
 	uint64_t *cur, *prev;
 	size_t cur_used;
 	time_t rotated;
+	uint32_t max_count;		/* packet_count accepted for grouping */
+	size_t group_cap;		/* bytes groups may hold */
+	size_t ngroups;
+	struct grp *oldest, *newest;
+	struct grp *buckets[NRX_GROUPS];
+	/* Group buffers kept for reuse (first word: the next), counted in
+	 * group_bytes: fresh ones cost page faults on every burst. */
+	void *spare[NRX_CLASSES];
+	size_t spare_bytes;
 };
 
 static size_t rec_size(size_t len)
 {
 	return (NRX_HDR + len + 7) & ~(size_t)7;
+}
+
+/* Zeroed memory for the ring and the tables, in huge pages where the
+ * kernel has them: a burst then costs few page faults. */
+static void *big_alloc(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, n, MADV_HUGEPAGE);
+	return p;
+}
+
+static void big_free(void *p, size_t n)
+{
+	if (p)
+		munmap(p, n);
 }
 
 static uint64_t mix(uint64_t h)
@@ -190,7 +268,8 @@ static void ring_put(struct nrx *r, uint32_t len, uint16_t port, uint8_t family,
 	p[7] = flags;
 	memcpy(p + 8, addr, 16);
 	memcpy(p + 24, &arrival, 8);
-	memcpy(p + NRX_HDR, data, len);
+	if (data)
+		memcpy(p + NRX_HDR, data, len);
 	r->head += need;
 	if (r->head == r->cap)
 		r->head = 0;
@@ -207,6 +286,320 @@ static size_t room_needed(const struct nrx *r, uint32_t len)
 	return r->cap - r->head < need ? need + (r->cap - r->head) : need;
 }
 
+/* Room for a record of @len: wait for it (lock held).  False if stopping. */
+static int ring_wait(struct nrx *r, uint32_t len)
+{
+	while (!r->stopping && r->cap - r->used < room_needed(r, len)) {
+		r->st.ring_waits++;
+		pthread_cond_wait(&r->cond, &r->lock);
+	}
+	return !r->stopping;
+}
+
+/* The hash Python keeps of a complete dump's chunks (its data bytes). */
+uint64_t nrx_hash(const uint8_t *data, size_t len)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len, w;
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		memcpy(&w, data + i, 8);
+		h = (h ^ w) * 0x100000001b3ULL + (h >> 29);
+	}
+	for (; i < len; i++)
+		h = (h ^ data[i]) * 0x100000001b3ULL;
+	return mix(h) >> 1;	/* fits a signed 64-bit array */
+}
+
+static double monotonic(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return le16toh(v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+/* The checks of Python's fast path; then the packet may be grouped. */
+static int groupable(const struct nrx *r, const uint8_t *buf)
+{
+	uint32_t count = get32(buf + 12), no = get32(buf + 16);
+	uint16_t type = get16(buf + 10);
+
+	return get16(buf) == NRX_VERSION && get16(buf + 4) == NRX_DATA_OFF &&
+	       get16(buf + 6) == NRX_ARCH_X86 && get16(buf + 8) == NRX_ARCH_OFF &&
+	       (type == 1 || type == 3) && no < count && count <= r->max_count &&
+	       count <= NRX_GROUP_MAX;
+}
+
+/* Everything of the header but packet_no, with the source. */
+static uint64_t group_key(const uint8_t *addr, uint16_t port, const uint8_t *buf)
+{
+	uint64_t h = mix(0x51afd7ed558ccd1dULL ^ port), w;
+	size_t i;
+
+	for (i = 0; i < 16; i += 8) {
+		memcpy(&w, addr + i, 8);
+		h = mix(h ^ w);
+	}
+	for (i = 0; i < NRX_DATA_OFF; i += 4) {
+		uint32_t v;
+
+		if (i == 16)
+			continue;	/* packet_no */
+		memcpy(&v, buf + i, 4);
+		h = (h ^ v) * 0x100000001b3ULL + (h >> 31);
+	}
+	return mix(h);
+}
+
+static int same_group(const struct grp *g, uint8_t family, const uint8_t *addr,
+		      uint16_t port, const uint8_t *buf)
+{
+	return g->family == family && g->port == port && !memcmp(g->addr, addr, 16) &&
+	       !memcmp(g->pkts, buf, 16) &&
+	       !memcmp(g->pkts + 20, buf + 20, NRX_DATA_OFF - 20);
+}
+
+static size_t class_bytes(int cls)
+{
+	return ((size_t)1 << cls) * NRX_PACKET;
+}
+
+static size_t group_size(const struct grp *g)
+{
+	return sizeof(*g) + (g->count + 7) / 8;
+}
+
+/* A buffer of 2^@cls packets: a spare one, or a new one. */
+static void *buf_get(struct nrx *r, int cls)
+{
+	void *p = r->spare[cls];
+
+	if (p) {
+		memcpy(&r->spare[cls], p, sizeof(void *));
+		r->spare_bytes -= class_bytes(cls);
+		return p;
+	}
+	p = malloc(class_bytes(cls));
+	if (p)
+		r->st.group_bytes += class_bytes(cls);
+	return p;
+}
+
+/* Keep a buffer for reuse (it stays counted in group_bytes). */
+static void buf_put(struct nrx *r, void *p, int cls)
+{
+	if (!p)
+		return;
+	memcpy(p, &r->spare[cls], sizeof(void *));
+	r->spare[cls] = p;
+	r->spare_bytes += class_bytes(cls);
+}
+
+/* Free spare buffers until @need more bytes fit under the cap (or none left). */
+static void spare_trim(struct nrx *r, size_t need)
+{
+	int cls;
+
+	for (cls = NRX_CLASSES - 1; cls >= 0; cls--) {
+		while (r->spare[cls] && r->st.group_bytes + need > r->group_cap) {
+			void *p = buf_get(r, cls);
+
+			free(p);
+			r->st.group_bytes -= class_bytes(cls);
+		}
+	}
+}
+
+static void group_unlink(struct nrx *r, struct grp *g)
+{
+	struct grp **pp = &r->buckets[g->key & (NRX_GROUPS - 1)];
+
+	while (*pp != g)
+		pp = &(*pp)->hnext;
+	*pp = g->hnext;
+	if (g->older)
+		g->older->newer = g->newer;
+	else
+		r->oldest = g->newer;
+	if (g->newer)
+		g->newer->older = g->older;
+	else
+		r->newest = g->older;
+	r->ngroups--;
+	r->st.groups = r->ngroups;
+	r->st.group_bytes -= group_size(g);
+	if (g->cls >= 0)
+		buf_put(r, g->pkts, g->cls);
+	free(g);
+}
+
+/*
+ * Pass a group on (lock held) and free it: whole, in packet_no order with
+ * the hashes of the data, or as it is.  False if stopping.
+ */
+static int group_emit(struct nrx *r, struct grp *g)
+{
+	int whole = g->have == g->count;
+	uint32_t len = g->have * (NRX_PACKET + (whole ? 8 : 0));
+	uint8_t *p;
+	uint32_t i;
+
+	if (!ring_wait(r, len))
+		return 0;
+	ring_put(r, len, g->port, g->family, NRX_F_GROUP | (whole ? NRX_F_WHOLE : 0),
+		 g->addr, g->arrival, NULL);
+	p = r->ring + (r->head ? r->head : r->cap) - rec_size(len) + NRX_HDR;
+	for (i = 0; i < g->have; i++) {
+		const uint8_t *pkt = g->pkts + (size_t)i * NRX_PACKET;
+		uint32_t no = whole ? get32(pkt + 16) : i;
+		uint64_t h;
+
+		memcpy(p + (size_t)no * NRX_PACKET, pkt, NRX_PACKET);
+		if (whole) {
+			h = nrx_hash(pkt + NRX_DATA_OFF, NRX_PACKET - NRX_DATA_OFF);
+			memcpy(p + (size_t)g->have * NRX_PACKET + (size_t)no * 8, &h, 8);
+		}
+	}
+	if (whole)
+		r->st.grouped++;
+	else
+		r->st.group_flushes++;
+	group_unlink(r, g);
+	return 1;
+}
+
+/*
+ * Hold a packet with its dump's others (lock held).  Returns 1 if it was
+ * taken, 0 if it must go on its own, -1 if stopping.
+ */
+static int group_add(struct nrx *r, uint8_t family, const uint8_t *addr, uint16_t port,
+		     double arrival, const uint8_t *buf)
+{
+	uint64_t key = group_key(addr, port, buf);
+	uint32_t no = get32(buf + 16), count = get32(buf + 12);
+	struct grp *g;
+	size_t grow;
+
+	for (g = r->buckets[key & (NRX_GROUPS - 1)]; g; g = g->hnext)
+		if (g->key == key && same_group(g, family, addr, port, buf))
+			break;
+	if (!g) {
+		grow = sizeof(*g) + (count + 7) / 8 + NRX_PACKET;
+		spare_trim(r, grow);
+		while (r->oldest && (r->ngroups >= NRX_GROUPS ||
+				     r->st.group_bytes + grow > r->group_cap))
+			if (!group_emit(r, r->oldest))
+				return -1;
+		if (r->st.group_bytes + grow > r->group_cap)
+			spare_trim(r, grow);
+		if (r->st.group_bytes + grow > r->group_cap)
+			return 0;
+		g = calloc(1, sizeof(*g) + (count + 7) / 8);
+		if (!g)
+			return 0;
+		g->cls = -1;
+		g->key = key;
+		g->family = family;
+		memcpy(g->addr, addr, 16);
+		g->port = port;
+		g->count = count;
+		g->arrival = arrival;
+		g->hnext = r->buckets[key & (NRX_GROUPS - 1)];
+		r->buckets[key & (NRX_GROUPS - 1)] = g;
+		g->older = r->newest;
+		if (r->newest)
+			r->newest->newer = g;
+		else
+			r->oldest = g;
+		r->newest = g;
+		r->ngroups++;
+		r->st.groups = r->ngroups;
+		r->st.group_bytes += group_size(g);
+	} else if (g->seen[no / 8] & (1u << (no % 8))) {
+		return 0;	/* the same packet_no again, with other data */
+	}
+	if (g->have == g->cap) {
+		int cls = g->cls + 1;
+		uint8_t *more;
+
+		grow = class_bytes(cls);
+		if (!r->spare[cls] && r->st.group_bytes + grow > r->group_cap) {
+			/* Make room from the others; alone over the cap, pass it on. */
+			spare_trim(r, grow);
+			while (r->st.group_bytes + grow > r->group_cap &&
+			       (r->oldest != g || g->newer))
+				if (!group_emit(r, r->oldest == g ? g->newer : r->oldest))
+					return -1;
+			spare_trim(r, grow);
+			if (r->st.group_bytes + grow > r->group_cap)
+				return group_emit(r, g) ? 0 : -1;
+		}
+		more = buf_get(r, cls);
+		if (!more)
+			return group_emit(r, g) ? 0 : -1;
+		if (g->have)
+			memcpy(more, g->pkts, (size_t)g->have * NRX_PACKET);
+		if (g->cls >= 0)
+			buf_put(r, g->pkts, g->cls);
+		g->pkts = more;
+		g->cls = cls;
+		g->cap = 1u << cls < g->count ? 1u << cls : g->count;
+	}
+	memcpy(g->pkts + (size_t)g->have * NRX_PACKET, buf, NRX_PACKET);
+	g->have++;
+	g->seen[no / 8] |= 1u << (no % 8);
+	g->last = monotonic();
+	if (g != r->newest) {			/* most recently active last */
+		if (g->older)
+			g->older->newer = g->newer;
+		else
+			r->oldest = g->newer;
+		g->newer->older = g->older;
+		g->older = r->newest;
+		g->newer = NULL;
+		r->newest->newer = g;
+		r->newest = g;
+	}
+	if (g->have == g->count && !group_emit(r, g))
+		return -1;
+	return 1;
+}
+
+/* Pass on the groups quiet for NRX_HOLD_MS, or all of them (lock held). */
+static void groups_flush(struct nrx *r, int all)
+{
+	double cutoff = monotonic() - NRX_HOLD_MS / 1e3;
+
+	while (r->oldest && (all || r->oldest->last <= cutoff))
+		if (!group_emit(r, r->oldest))
+			return;
+}
+
+static void groups_free(struct nrx *r)
+{
+	while (r->oldest)
+		group_unlink(r, r->oldest);
+	r->group_cap = 0;
+	spare_trim(r, 1);
+}
+
 static void *rx_thread(void *arg)
 {
 	struct nrx *r = arg;
@@ -217,12 +610,12 @@ static void *rx_thread(void *arg)
 	char ctrl[NRX_BATCH][CMSG_SPACE(sizeof(uint32_t))];
 	struct timespec ts;
 	double arrival;
-	int error = 0;
+	int error = 0, halted = 0;
 	struct pollfd pfd[2] = {
 		{ .fd = r->fd, .events = POLLIN },
 		{ .fd = r->stop_pipe[0], .events = POLLIN },
 	};
-	int i, n;
+	int i, n, got;
 
 	bufs = malloc(sizeof(*bufs) * NRX_BATCH);
 	addrs = malloc(sizeof(*addrs) * NRX_BATCH);
@@ -231,12 +624,14 @@ static void *rx_thread(void *arg)
 		goto out;
 	}
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR) {
+		if (poll(pfd, 2, r->ngroups ? NRX_HOLD_MS / 2 : -1) < 0 && errno != EINTR) {
 			error = errno;
 			break;
 		}
-		if (pfd[1].revents)
+		if (pfd[1].revents) {
+			halted = 1;
 			break;
+		}
 		for (i = 0; i < NRX_BATCH; i++) {
 			iovs[i].iov_base = bufs[i];
 			iovs[i].iov_len = NRX_BUF;
@@ -249,8 +644,7 @@ static void *rx_thread(void *arg)
 			msgs[i].msg_hdr.msg_controllen = sizeof(ctrl[i]);
 		}
 		n = recvmmsg(r->fd, msgs, NRX_BATCH, MSG_DONTWAIT, NULL);
-		if (n <= 0)
-			continue;	/* EAGAIN, EINTR, an ICMP error: poll again */
+		/* <= 0: EAGAIN, EINTR, an ICMP error: only the held groups */
 		clock_gettime(CLOCK_REALTIME, &ts);
 		arrival = ts.tv_sec + ts.tv_nsec / 1e9;
 		pthread_mutex_lock(&r->lock);
@@ -272,24 +666,26 @@ static void *rx_thread(void *arg)
 				r->st.ovfl = v;
 			}
 			if (mh->msg_flags & MSG_TRUNC)
-				flags |= 1;
+				flags |= NRX_F_CUT;
 			if (len > NRX_BUF)
 				len = NRX_BUF;
 			source_of(&addrs[i], &family, &port, addr);
 			r->st.packets++;
-			if (len == NRX_PACKET && !flags &&
-			    is_copy(r, hash_packet(addr, port, bufs[i]))) {
-				r->st.duplicates++;
-				continue;
+			got = 0;
+			if (len == NRX_PACKET && !flags) {
+				if (is_copy(r, hash_packet(addr, port, bufs[i]))) {
+					r->st.duplicates++;
+					continue;
+				}
+				if (groupable(r, bufs[i]))
+					got = group_add(r, family, addr, port, arrival, bufs[i]);
 			}
-			while (!r->stopping && r->cap - r->used < room_needed(r, len)) {
-				r->st.ring_waits++;
-				pthread_cond_wait(&r->cond, &r->lock);
-			}
-			if (r->stopping)
+			if (got < 0 || (!got && !ring_wait(r, len)))
 				break;
-			ring_put(r, len, port, family, flags, addr, arrival, bufs[i]);
+			if (!got)
+				ring_put(r, len, port, family, flags, addr, arrival, bufs[i]);
 		}
+		groups_flush(r, 0);
 		r->st.ring_used = r->used;
 		pthread_cond_broadcast(&r->cond);
 		pthread_mutex_unlock(&r->lock);
@@ -301,6 +697,9 @@ out:
 	free(bufs);
 	free(addrs);
 	pthread_mutex_lock(&r->lock);
+	if (halted)		/* what was read is passed on */
+		groups_flush(r, 1);
+	r->st.ring_used = r->used;
 	r->st.error = error;
 	r->st.exited = 1;
 	pthread_cond_broadcast(&r->cond);
@@ -315,9 +714,10 @@ void nrx_stop(struct nrx *r);
 
 /*
  * Start a receive thread on @fd (a bound UDP socket) with a ring of
- * @ring_bytes.  Returns NULL (errno set) on failure.
+ * @ring_bytes; dumps of up to @max_count packets are grouped.  Returns
+ * NULL (errno set) on failure.
  */
-struct nrx *nrx_start(int fd, size_t ring_bytes)
+struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count)
 {
 	static const int one = 1;
 	struct nrx *r = calloc(1, sizeof(*r));
@@ -328,10 +728,12 @@ struct nrx *nrx_start(int fd, size_t ring_bytes)
 	r->stop_pipe[0] = r->stop_pipe[1] = r->notify_pipe[0] = r->notify_pipe[1] = -1;
 	errno = 0;
 	r->cap = ring_bytes & ~(size_t)7;
-	r->ring = malloc(r->cap);
-	r->cur = calloc(NRX_SLOTS, sizeof(uint64_t));
-	r->prev = calloc(NRX_SLOTS, sizeof(uint64_t));
+	r->ring = big_alloc(r->cap);
+	r->cur = big_alloc(NRX_SLOTS * sizeof(uint64_t));
+	r->prev = big_alloc(NRX_SLOTS * sizeof(uint64_t));
 	r->rotated = time(NULL);
+	r->max_count = max_count;
+	r->group_cap = r->cap / NRX_GROUP_BYTES;
 	if (!r->ring || !r->cur || !r->prev || r->cap < 2 * rec_size(NRX_BUF) ||
 	    pipe2(r->stop_pipe, O_CLOEXEC) ||
 	    pipe2(r->notify_pipe, O_CLOEXEC | O_NONBLOCK)) {
@@ -356,9 +758,9 @@ fail:
 		if (r->notify_pipe[i] >= 0)
 			close(r->notify_pipe[i]);
 	}
-	free(r->ring);
-	free(r->cur);
-	free(r->prev);
+	big_free(r->ring, r->cap);
+	big_free(r->cur, NRX_SLOTS * sizeof(uint64_t));
+	big_free(r->prev, NRX_SLOTS * sizeof(uint64_t));
 	free(r);
 	return NULL;
 }
@@ -476,12 +878,13 @@ void nrx_stop(struct nrx *r)
 	pthread_join(r->thread, NULL);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
+	groups_free(r);
 	for (int i = 0; i < 2; i++) {
 		close(r->stop_pipe[i]);
 		close(r->notify_pipe[i]);
 	}
-	free(r->ring);
-	free(r->cur);
-	free(r->prev);
+	big_free(r->ring, r->cap);
+	big_free(r->cur, NRX_SLOTS * sizeof(uint64_t));
+	big_free(r->prev, NRX_SLOTS * sizeof(uint64_t));
 	free(r);
 }

@@ -260,8 +260,12 @@ class Reassembler:
 
     def __init__(self, limits: Limits | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wallclock: Callable[[], float] = time.time) -> None:
+                 wallclock: Callable[[], float] = time.time,
+                 chunk_hash: Callable[[bytes], int] = hash) -> None:
         self.limits = limits or Limits()
+        # What a complete dump remembers of each chunk, to tell a copy
+        # (the C receiver's nrx_hash() when its groups are fed).
+        self.chunk_hash = chunk_hash
         self.clock = clock
         self.wallclock = wallclock
         self.stats: dict[str, int] = dict.fromkeys(STAT_NAMES, 0)
@@ -380,6 +384,47 @@ class Reassembler:
             self._enforce_bytes(entry, addr, now, out)
         return out
 
+    def feed_group(self, packets: bytes, hashes: array[int], source: str, port: int,
+                   now: float | None = None) -> Sequence[Dump]:
+        """Take a whole dump at once: ``packets`` holds packet_no 0 to n-1 in
+        order, each a packet that passed the fast path's checks, with one
+        header but for packet_no (the C receiver's :class:`rx.Group`), and
+        ``hashes`` their chunk_hash.  The result is what feeding them one by
+        one gives; where that could differ (part of the dump is already
+        here, or it does not fit without evicting), they are fed so."""
+        if now is None:
+            now = self.clock()
+        n = len(hashes)
+        first = packets[:_PACKET_SIZE]
+        hdr = _PREFIX_UNPACK(first)
+        key = (source, port, hdr[8], hdr[1], hdr[5])
+        cost = ENTRY_COST + n * CHUNK_COST
+        addr = self._addrs.get(source)
+        lim = self.limits
+        if (len(packets) != n * _PACKET_SIZE or hdr[6] != n or n > self._max_count
+                or hdr[7] != 0 or key in self._inflight or key in self._recent
+                or self._bytes + cost > lim.max_bytes
+                or (addr is not None and addr.nbytes + cost > lim.max_bytes_per_source)
+                or not self._starts.take(source, now)):
+            out: list[Dump] = []
+            feed = self.feed
+            for at in range(0, len(packets), _PACKET_SIZE):
+                out += feed(packets[at:at + _PACKET_SIZE], source, port, now)
+            return out
+        out = []
+        entry = self._start(key, first, n, now, out)
+        entry.chunks = {no: packets[at + _DATA_OFFSET:at + _PACKET_SIZE]
+                        for no, at in enumerate(range(0, n * _PACKET_SIZE, _PACKET_SIZE))}
+        charge = n * CHUNK_COST
+        entry.cost += charge
+        self._bytes += charge
+        self._addrs[source].nbytes += charge
+        stats = self.stats
+        stats["packets"] += n
+        stats["accepted"] += n
+        out.append(self._finalise(entry, COMPLETE, now, hashes))
+        return out
+
     def expire(self, now: float | None = None) -> list[Dump]:
         """Finalise the dumps that have been quiet for the quiet timeout."""
         if now is None:
@@ -419,7 +464,7 @@ class Reassembler:
         self._recent.move_to_end(key)
         self._addrs[key[0]].recent.move_to_end(key)
         if done.hashes is not None:
-            same = done.hashes[no] == hash(data)
+            same = done.hashes[no] == self.chunk_hash(data)
         else:
             have = entry.chunks.get(no)
             same = have == data if have is not None else None
@@ -535,7 +580,8 @@ class Reassembler:
                 return
 
     # -- finalisation --------------------------------------------------
-    def _finalise(self, entry: _Entry, why: str, now: float) -> Dump:
+    def _finalise(self, entry: _Entry, why: str, now: float,
+                  hashes: array[int] | None = None) -> Dump:
         self._untrack(entry)
         stats = self.stats
         complete = len(entry.chunks) == entry.count
@@ -555,15 +601,18 @@ class Reassembler:
             if why == CAPACITY:
                 self.note(entry.key[0], "partial_capacity")
         dump = self._build(entry, why)
-        self._remember(entry, complete, now)
+        self._remember(entry, complete, now, hashes)
         return dump
 
-    def _remember(self, entry: _Entry, complete: bool, now: float) -> None:
+    def _remember(self, entry: _Entry, complete: bool, now: float,
+                  hashes: array[int] | None = None) -> None:
         key = entry.key
         lim = self.limits
         if complete:
-            chunks = entry.chunks
-            hashes = array("q", [hash(chunks[no]) for no in range(entry.count)])
+            if hashes is None:
+                chunks = entry.chunks
+                chunk_hash = self.chunk_hash
+                hashes = array("q", [chunk_hash(chunks[no]) for no in range(entry.count)])
             cost = ENTRY_COST + HASH_COST * entry.count
             entry.chunks = {}
             done = _Done(entry, hashes, now + lim.recent_ttl, cost)

@@ -4,8 +4,11 @@
 :class:`CReceiver` starts one thread per socket that reads with
 ``recvmmsg()``, drops exact copies of packets it already passed on, and
 queues everything else in a ring buffer; :meth:`CReceiver.take` returns the
-queued datagrams with their sources.  Receiving thus never waits for
-reassembly, analysis or storage.  :func:`load` returns None when the shared
+queued datagrams with their sources.  The thread also holds the packets of
+each dump until the dump is whole and queues it as one :class:`Group`, so
+Python handles a dump in one step rather than one per packet; what it
+holds for longer than 100 ms comes out packet by packet.  Receiving thus
+never waits for reassembly, analysis or storage.  :func:`load` returns None when the shared
 object was not built (``serve`` then reads the sockets itself).
 """
 
@@ -15,15 +18,36 @@ import ctypes
 import os
 import socket
 import struct
+from array import array
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple, Union
+
+from . import proto
 
 _REC = struct.Struct("<IHBB16sd")      # len, port, family, flags, address, arrival
 _REC_SIZE = _REC.size                   # 32
 _STAT_NAMES = ("packets", "duplicates", "kernel_drops", "ring_waits", "ring_used_max",
-               "ring_used", "ovfl", "error", "exited")
+               "ring_used", "ovfl", "error", "exited", "grouped", "group_flushes",
+               "group_bytes", "groups")
 DEFAULT_RING = 256 << 20
 _TAKE = 4 << 20
+_CUT, _GROUP, _WHOLE = 1, 2, 4
+_P = proto.PACKET_SIZE
+
+
+class Group(NamedTuple):
+    """A whole dump: its packets in packet_no order (``count`` of them, one
+    header each), and :func:`chunk_hash` of each packet's data."""
+
+    packets: bytes
+    hashes: array  # type: ignore[type-arg]
+
+    @property
+    def count(self) -> int:
+        return len(self.hashes)
+
+
+Datagram = Union[bytes, Group]
 
 
 class _Stats(ctypes.Structure):
@@ -51,7 +75,9 @@ def load() -> ctypes.CDLL | None:
             return None
         lib = ctypes.CDLL(str(path), use_errno=True)
         lib.nrx_start.restype = ctypes.c_void_p
-        lib.nrx_start.argtypes = [ctypes.c_int, ctypes.c_size_t]
+        lib.nrx_start.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_uint32]
+        lib.nrx_hash.restype = ctypes.c_uint64
+        lib.nrx_hash.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.nrx_notify_fd.restype = ctypes.c_int
         lib.nrx_notify_fd.argtypes = [ctypes.c_void_p]
         lib.nrx_take.restype = ctypes.c_size_t
@@ -70,14 +96,15 @@ def load() -> ctypes.CDLL | None:
 class CReceiver:
     """A receive thread on ``sock``; the socket stays the caller's."""
 
-    def __init__(self, sock: socket.socket, ring_bytes: int = DEFAULT_RING) -> None:
+    def __init__(self, sock: socket.socket, ring_bytes: int = DEFAULT_RING,
+                 max_count: int = proto.MAX_PACKET_COUNT) -> None:
         lib = load()
         if lib is None:
             raise OSError("the C receiver (_netoops_rx) is not built")
         self._lib = lib
         self.sock = sock
         self.ring_bytes = ring_bytes
-        handle = lib.nrx_start(sock.fileno(), ring_bytes)
+        handle = lib.nrx_start(sock.fileno(), ring_bytes, max_count)
         if not handle:
             err = ctypes.get_errno() or 12
             raise OSError(err, f"cannot start the receive thread: {os.strerror(err)}")
@@ -99,8 +126,9 @@ class CReceiver:
         except BlockingIOError:
             pass
 
-    def take(self, timeout: float = 0.0) -> Iterator[tuple[bytes, str, int]]:
-        """The queued datagrams (up to 4 MiB of them) as (bytes, address, port)."""
+    def take(self, timeout: float = 0.0) -> Iterator[tuple[Datagram, str, int]]:
+        """The queued datagrams (up to 4 MiB of them) as (bytes, address, port),
+        a whole dump as (:class:`Group`, address, port)."""
         assert self._h is not None
         n = self._lib.nrx_take(self._h, self._buf, _TAKE, int(timeout * 1000))
         if not n:
@@ -113,16 +141,24 @@ class CReceiver:
         while off < n:
             length, port, family, flags, addr, _ = unpack(raw, off)
             start = off + _REC_SIZE
-            data = raw[start:start + length]
-            if flags & 1:
-                data += b"\0"             # cut: longer than a packet, oversize
             host = names.get(addr) if family == 4 else names.get(addr + b"6")
             if host is None:
                 host = _address(family, addr)
                 if len(names) > 4096:
                     names.clear()
                 names[addr if family == 4 else addr + b"6"] = host
-            yield data, host, port
+            if flags & _WHOLE:
+                count = length // (_P + 8)
+                hashes = array("q")
+                hashes.frombytes(raw[start + count * _P:start + length])
+                yield Group(raw[start:start + count * _P], hashes), host, port
+            elif flags & _GROUP:
+                for at in range(start, start + length, _P):
+                    yield raw[at:at + _P], host, port
+            elif flags & _CUT:          # longer than a packet: oversize
+                yield raw[start:start + length] + b"\0", host, port
+            else:
+                yield raw[start:start + length], host, port
             off = start + ((length + _REC_SIZE + 7) & ~7) - _REC_SIZE
 
     def stats(self) -> dict[str, int]:
@@ -131,7 +167,7 @@ class CReceiver:
         self._lib.nrx_stats(self._h, ctypes.byref(st))
         return {name: getattr(st, name) for name in _STAT_NAMES}
 
-    def finish(self, deadline: float) -> Iterator[tuple[bytes, str, int]]:
+    def finish(self, deadline: float) -> Iterator[tuple[Datagram, str, int]]:
         """Stop reading the socket without losing what the thread has read:
         the thread returns once the batch in hand is queued; everything
         queued is yielded (until ``deadline``, a time.monotonic() value)."""
@@ -152,6 +188,13 @@ class CReceiver:
         if self._h is not None:
             h, self._h = self._h, None
             self._lib.nrx_stop(h)
+
+
+def chunk_hash(data: bytes) -> int:
+    """The hash the C thread gives each chunk of a :class:`Group`."""
+    lib = load()
+    assert lib is not None
+    return int(lib.nrx_hash(data, len(data)))
 
 
 def _address(family: int, addr: bytes) -> str:

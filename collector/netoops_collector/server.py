@@ -38,7 +38,7 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Callable, Iterable, TextIO
 
 from . import proto, rx, views
 from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
@@ -316,9 +316,10 @@ class Server:
         if self.cfg.receiver == "python" or (self.cfg.receiver == "auto" and rx.load() is None):
             return None
         try:
-            receiver = rx.CReceiver(sock, self.cfg.ring_bytes)
+            receiver = rx.CReceiver(sock, self.cfg.ring_bytes, self.cfg.limits.max_packet_count)
         except OSError as err:
             raise ListenError(f"cannot start the C receiver: {err}") from None
+        self.reasm.chunk_hash = rx.chunk_hash     # what its groups come with
         self.receivers.append(receiver)
         self._rx_seen[id(receiver)] = dict.fromkeys(("packets", "duplicates", "kernel_drops"), 0)
         return receiver
@@ -326,18 +327,27 @@ class Server:
     def _read_c(self, receiver: rx.CReceiver) -> int:
         """Take what the C thread queued; returns how many datagrams."""
         receiver.drain()
+        n = self._feed(receiver.take())
+        if n:
+            self._lag["queue"] = max(self._lag["queue"], time.time() - receiver.oldest)
+        self._fold(receiver)
+        return n
+
+    def _feed(self, items: Iterable[tuple[rx.Datagram, str, int]]) -> int:
+        """Feed what a C thread passed on; returns how many datagrams."""
         feed = self.reasm.feed
         ready = self._ready
         now = self.clock()
         n = 0
-        for buf, host, port in receiver.take():
-            got = feed(buf, host, port, now)
+        for buf, host, port in items:
+            if type(buf) is bytes:
+                got = feed(buf, host, port, now)
+                n += 1
+            else:
+                got = self.reasm.feed_group(buf.packets, buf.hashes, host, port, now)
+                n += buf.count
             if got:
                 ready.extend(got)
-            n += 1
-        if n:
-            self._lag["queue"] = max(self._lag["queue"], time.time() - receiver.oldest)
-        self._fold(receiver)
         return n
 
     def _fold(self, receiver: rx.CReceiver) -> None:
@@ -349,12 +359,8 @@ class Server:
             self.log(f"the receive thread failed ({os.strerror(int(st['error']))}); "
                      "reading the socket from Python")
             self._retire(receiver)
-            while True:                 # what it queued before it ended
-                got = [self.reasm.feed(b, h, p, self.clock()) for b, h, p in receiver.take()]
-                if not got:
-                    break
-                for dumps in got:
-                    self._ready.extend(dumps)
+            while self._feed(receiver.take()):     # what it queued before it ended
+                pass
             receiver.stop()
             self.sel.register(receiver.sock, selectors.EVENT_READ)
         seen = self._rx_seen[id(receiver)]
@@ -442,9 +448,7 @@ class Server:
         end = self.clock() + _SHUTDOWN_READ
         for receiver in list(self.receivers):
             self._retire(receiver)
-            feed = self.reasm.feed
-            for buf, host, port in receiver.finish(time.monotonic() + max(0.0, end - self.clock())):
-                self._ready.extend(feed(buf, host, port, self.clock()))
+            self._feed(receiver.finish(time.monotonic() + max(0.0, end - self.clock())))
             self._fold(receiver)
             receiver.stop()
         for sock in self.socks:
