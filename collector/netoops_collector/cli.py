@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "--budget-window (default %(default)s); the rest are counted")
     serve.add_argument("--budget-window", type=_positive(float), default=cfg0.budget_window,
                        metavar="SECONDS", help="see --dumps-per-source (default %(default)s)")
+    serve.add_argument("--log-journal", action="store_true",
+                       help="log a line each time finalised dumps are made durable in the "
+                            "journal (before analysis); for benchmarks")
 
     ls = sub.add_parser("list", parents=[query], help="list the stored dumps")
     ls.add_argument("--limit", type=_positive(int), metavar="N",
@@ -132,7 +135,8 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                       log_interval=args.log_interval, dumps_per_source=args.dumps_per_source,
                       receiver=args.receiver, ring_bytes=args.ring_bytes,
                       partial_per_source=args.partial_per_source,
-                      junk_per_source=args.junk_per_source, budget_window=args.budget_window)
+                      junk_per_source=args.junk_per_source, budget_window=args.budget_window,
+                      log_journal=args.log_journal)
     try:
         server = Server(cfg)
     except store.StoreError as err:

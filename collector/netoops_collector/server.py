@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: GPL-2.0
 """``netoops-collector serve``: the UDP receive loop.
 
-One thread: a selector over the UDP sockets, a wake-up pipe for signals and
-the reassembler's quiet-timeout deadline.  Datagrams are drained in batches;
-the dumps a batch finalises are analysed and written in one transaction with
-the stats counted so far.  A dump repaired by late chunks replaces the row
-it was stored as.
+Three parts.  The C receive thread per socket (rx.py; Python reads the
+socket itself if it is not built) drains the socket into a ring.  The main
+thread takes from the ring, reassembles, and appends the dumps a round
+finalises to the journal (journal.py), synced before they go on: from then
+on a dump survives a crash of the collector or the machine.  The storing
+thread analyses them and writes them to SQLite in transactions with the
+stats counted so far; it yields to the main thread while the ring has a
+backlog (up to _MAX_READY dumps waiting), so a burst is received and made
+durable first and analysed after.  A dump repaired by late chunks replaces
+the row it was stored as.
 
 Nothing in storage stops receiving: a database error keeps the dumps in
 memory and is retried with a growing delay (reported once per streak); a
@@ -41,6 +46,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 from . import proto, rx, views
+from .journal import Journal, JournalError
 from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
 from .report import Report, analyse
 from .store import Store
@@ -51,8 +57,8 @@ DEFAULT_RCVBUF = 32 << 20
 _TRUESIZE = 2304
 _DUMP_PACKETS = 128 * proto.RETRANSMIT_COUNT     # a 128 KiB log, three copies
 _BATCH = 512             # datagrams read from one socket per wake-up
-_STORE_BUDGET = 0.05     # seconds of storing per round once the sockets are drained
-_MAX_READY = 64          # finalised dumps waiting beyond this are stored regardless
+_STORE_BUDGET = 0.05     # seconds of analysing per transaction
+_MAX_READY = 512         # finalised dumps waiting beyond this are analysed regardless
 # One byte more than a packet: a longer datagram reads as oversize, and
 # MSG_TRUNC says it was longer still (never a cut datagram taken as whole).
 _RECV_SIZE = proto.PACKET_SIZE + 1
@@ -177,6 +183,8 @@ class ServeConfig:
     partial_per_source: int = 64
     dumps_per_source: int = 256
     budget_window: float = 3600.0
+    # Log a line each time finalised dumps are made durable (benchmarks).
+    log_journal: bool = False
 
 
 
@@ -233,10 +241,22 @@ class Server:
         self.reasm = Reassembler(cfg.limits, clock=clock)
         self.stats = self.reasm.stats           # the server's counters live there too
         for name in ("kernel_drops", "dumps_junk_dropped", "dumps_rate_dropped",
-                     "store_errors", "spooled"):
+                     "store_errors", "spooled", "journal_errors"):
             self.stats.setdefault(name, 0)
         self.store = Store(cfg.db, busy_timeout=_BUSY_TIMEOUT)
         self.spool = spool_path(cfg.db)
+        self.journal = Journal(cfg.db)
+        self._journal_failing = False
+        self._durable = 0
+        # Held by the main thread while it feeds the reassembler (whose stats
+        # are the server's), by the storing thread while it counts; the
+        # storing thread waits on _cv for dumps.
+        self._mu = threading.RLock()
+        self._cv = threading.Condition(self._mu)
+        self._busy = False          # the main thread has a backlog: analysis waits
+        self._halt = False          # the storing thread is to return
+        self._storer: threading.Thread | None = None
+        self._fresh: list[Dump] = []   # finalised this round, not yet in the journal
         self.sel = selectors.DefaultSelector()
         self.socks: list[socket.socket] = []
         self.receivers: list[rx.CReceiver] = []
@@ -246,7 +266,7 @@ class Server:
         # Analysed, not yet stored, by uid: a newer revision replaces an older one.
         self._pending: dict[int, tuple[Dump, Report]] = {}
         self._pending_bytes = 0
-        self._ready: deque[Dump] = deque()                  # finalised, not yet analysed
+        self._ready: deque[Dump] = deque()      # durable (journal), not yet analysed
         self._rows: OrderedDict[int, int] = OrderedDict()   # uid -> stored dump id
         # Checked in this order; the first two before analysis (it costs more).
         self._budgets = [
@@ -266,7 +286,7 @@ class Server:
         self._drops: dict[int, int] = {}                    # socket fd -> kernel count
         # Delays in the current log interval: datagram queued in the C ring
         # until Python took it, and dump finalised until it was committed.
-        self._lag = {"queue": 0.0, "store": 0.0}
+        self._lag = {"queue": 0.0, "durable": 0.0, "store": 0.0}
         self.gauges: dict[str, float] = {}
         self._stop = False
         self._wake_r, self._wake_w = socket.socketpair()
@@ -336,18 +356,19 @@ class Server:
     def _feed(self, items: Iterable[tuple[rx.Datagram, str, int]]) -> int:
         """Feed what a C thread passed on; returns how many datagrams."""
         feed = self.reasm.feed
-        ready = self._ready
+        fresh = self._fresh
         now = self.clock()
         n = 0
-        for buf, host, port in items:
-            if type(buf) is bytes:
-                got = feed(buf, host, port, now)
-                n += 1
-            else:
-                got = self.reasm.feed_group(buf.packets, buf.hashes, host, port, now)
-                n += buf.count
-            if got:
-                ready.extend(got)
+        with self._mu:
+            for buf, host, port in items:
+                if type(buf) is bytes:
+                    got = feed(buf, host, port, now)
+                    n += 1
+                else:
+                    got = self.reasm.feed_group(buf.packets, buf.hashes, host, port, now)
+                    n += buf.count
+                if got:
+                    fresh.extend(got)
         return n
 
     def _fold(self, receiver: rx.CReceiver) -> None:
@@ -365,9 +386,10 @@ class Server:
             self.sel.register(receiver.sock, selectors.EVENT_READ)
         seen = self._rx_seen[id(receiver)]
         dups = st["duplicates"] - seen["duplicates"]
-        self.stats["packets"] += dups
-        self.stats["duplicates"] += dups
-        self.stats["kernel_drops"] += st["kernel_drops"] - seen["kernel_drops"]
+        with self._mu:
+            self.stats["packets"] += dups
+            self.stats["duplicates"] += dups
+            self.stats["kernel_drops"] += st["kernel_drops"] - seen["kernel_drops"]
         seen.update((k, st[k]) for k in seen)
         # What Python reads from the socket later reports the kernel's total again.
         self._drops[receiver.sock.fileno()] = int(st["ovfl"])
@@ -387,35 +409,35 @@ class Server:
     def run(self) -> int:
         """Serve until SIGINT/SIGTERM.
 
-        Reading comes first: while datagrams are waiting in a socket, only
-        one finalised dump is analysed and stored between two read batches,
-        so a burst lands in memory rather than overflowing the kernel
-        buffer; once the sockets are drained the rest is stored.
+        This thread receives, reassembles and journals; the storing thread
+        analyses and writes to SQLite, and waits while this one has a
+        backlog (up to _MAX_READY dumps), so a burst is received and made
+        durable before it is analysed.
         """
         self.bind()
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         old_fd = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         lim = self.cfg.limits
         self.log(f"database {self.cfg.db}; quiet timeout {lim.quiet_timeout:g}s; memory "
-                 f"bound {lim.bound >> 20} MiB for dumps in flight and remembered")
+                 f"bound {lim.bound >> 20} MiB for dumps in flight and remembered; journal "
+                 f"{self.journal.path(0).with_suffix('').name}.N, synced once per round "
+                 "before analysis")
         if self.store.upgraded_from:
             self.log(f"database upgraded from schema version {self.store.upgraded_from}")
         self._load_spool()
-        now = self.clock()
-        next_stats = now + self.cfg.stats_interval
-        next_log = now + self.cfg.log_interval
+        self._replay_journal()
+        self._storer = threading.Thread(target=self._storing, name="netoops-store", daemon=True)
+        self._storer.start()
+        next_log = self.clock() + self.cfg.log_interval
         try:
             while not self._stop:
                 now = self.clock()
-                timeout = 0.0
-                if not self._ready:
-                    deadline = min(next_stats, next_log)
-                    expiry = self.reasm.next_deadline()
-                    if expiry is not None and expiry < deadline:
-                        deadline = expiry
-                    timeout = max(0.0, deadline - now)
+                deadline = next_log
+                expiry = self.reasm.next_deadline()
+                if expiry is not None and expiry < deadline:
+                    deadline = expiry
                 backlog = False
-                for key, _ in self.sel.select(timeout):
+                for key, _ in self.sel.select(max(0.0, deadline - now)):
                     if key.fileobj is self._wake_r:
                         self._drain_wakeups()
                     elif isinstance(key.fileobj, rx.CReceiver):
@@ -424,16 +446,16 @@ class Server:
                     elif self._read(key.fileobj) == _BATCH:  # type: ignore[arg-type]
                         backlog = True
                 now = self.clock()
-                self._ready += self.reasm.expire(now)
-                if self._ready or now >= next_stats:
-                    self._store(0.0 if backlog else _STORE_BUDGET)
-                if now >= next_stats:
-                    next_stats = now + self.cfg.stats_interval
+                with self._mu:
+                    self._fresh += self.reasm.expire(now)
+                self._busy = backlog
+                self._publish()
                 if now >= next_log:
                     self._log_counters()
                     next_log = now + self.cfg.log_interval
             self._shutdown()
         finally:
+            self._stop_storer()
             signal.set_wakeup_fd(old_fd)
             for s, handler in old.items():
                 signal.signal(s, handler)
@@ -442,6 +464,95 @@ class Server:
         self.log(f"stopped: {st['packets']} packets, {st['dumps_complete']} complete and "
                  f"{st['dumps_partial']} partial dumps this run")
         return 0
+
+    def _publish(self) -> None:
+        """Journal the dumps finalised this round, then hand them to the
+        storing thread.  If the journal fails they go on all the same (the
+        database still takes them), and the failure is counted and logged."""
+        fresh, self._fresh = self._fresh, []
+        if fresh:
+            try:
+                self.journal.append(fresh)
+            except JournalError as err:
+                with self._mu:
+                    self.stats["journal_errors"] += 1
+                if not self._journal_failing:
+                    self.log(f"journal error: {err}; dumps go on to the database unjournaled")
+                self._journal_failing = True
+            else:
+                if self._journal_failing:
+                    self.log("journal writable again")
+                self._journal_failing = False
+                self._durable += len(fresh)
+                delay = max(0.0, time.time() - min(d.finalised for d in fresh))
+                self._lag["durable"] = max(self._lag["durable"], delay)
+                if self.cfg.log_journal:
+                    self.log(f"journal: {len(fresh)} dump(s) durable, {self._durable} this "
+                             f"run; {delay:.3f}s after they were finalised")
+        with self._cv:
+            self._ready.extend(fresh)
+            self._cv.notify()
+
+    def _replay_journal(self) -> None:
+        """Queue what an earlier run journaled but did not store."""
+        found, notes = self.journal.replay()
+        for note in notes:
+            self.log(escape(f"journal: {note}"))
+        latest: dict[tuple, tuple[Dump, int]] = {}  # type: ignore[type-arg]
+        for d, seq in found:        # the last revision of each dump
+            key = (d.source, d.port, d.boot_id, d.dump_id, d.first_packet)
+            if key not in latest or d.revision >= latest[key][0].revision:
+                latest[key] = (d, seq)
+        queued = 0
+        for d, seq in latest.values():
+            try:
+                row = self.store.stored_as(d)
+            except sqlite3.Error as err:    # stored twice rather than lost
+                self.log(f"journal: cannot check the database ({err}); storing it again")
+                row = None
+            if row is not None and (row[1] == d.finalised or row[2] >= d.packets_received):
+                continue
+            self._spool_uid -= 1    # a uid of its own, never one of the reassembler's
+            d.uid = self._spool_uid
+            if row is not None:     # a repair of what is stored
+                self._rows[d.uid] = row[0]
+            self.journal.keep(d, seq)
+            self._ready.append(d)
+            queued += 1
+        self.journal.forget_unkept()
+        if found:
+            self.log(f"journal: {len(found)} dump(s) from an earlier run, {queued} of them "
+                     "not in the database: queued for storing")
+
+    def _storing(self) -> None:
+        """The storing thread: analyse and commit, yielding to receiving."""
+        next_stats = self.clock() + self.cfg.stats_interval
+        while True:
+            with self._cv:
+                while not self._halt:
+                    now = self.clock()
+                    if now >= next_stats or (self._ready and (
+                            not self._busy or len(self._ready) > _MAX_READY)):
+                        break
+                    self._cv.wait(min(0.02 if self._ready else 1.0, next_stats - now))
+                if self._halt:
+                    return
+            try:
+                self._store(_STORE_BUDGET)
+            except Exception as err:    # a bug here must not end storing for good
+                self.log(f"storing thread error {type(err).__name__}: {err}")
+                time.sleep(1.0)
+            if self.clock() >= next_stats:
+                next_stats = self.clock() + self.cfg.stats_interval
+
+    def _stop_storer(self) -> None:
+        thread, self._storer = self._storer, None
+        if thread is None:
+            return
+        with self._cv:
+            self._halt = True
+            self._cv.notify()
+        thread.join()
 
     def _shutdown(self) -> None:
         """Read what the sockets hold (within a bound), finalise, store or spool."""
@@ -456,7 +567,10 @@ class Server:
                         // proto.PACKET_SIZE // _BATCH + 1)
             while limit and self.clock() < end and self._read(sock) == _BATCH:
                 limit -= 1
-        self._ready += self.reasm.flush()
+        with self._mu:
+            self._fresh += self.reasm.flush()
+        self._publish()
+        self._stop_storer()             # this thread stores the rest
         self._store(everything=True)
         end = self.clock() + _SHUTDOWN_STORE
         while self._pending and self.clock() < end:
@@ -477,8 +591,12 @@ class Server:
 
     def _read(self, sock: socket.socket) -> int:
         """Read up to a batch of datagrams; returns how many were read."""
+        with self._mu:
+            return self._read_locked(sock)
+
+    def _read_locked(self, sock: socket.socket) -> int:
         feed = self.reasm.feed
-        ready = self._ready
+        ready = self._fresh
         sources = self._sources
         now = self.clock()
         n = 0
@@ -521,9 +639,11 @@ class Server:
                          or self.clock() - start < budget):
             dump = ready.popleft()
             if self._over_budget(dump, None):
+                self.journal.release(dump)
                 continue
             rep = safe_analyse(dump)
             if self._over_budget(dump, rep):
+                self.journal.release(dump)
                 continue
             items.append((dump, rep))
         self._commit(items)
@@ -539,8 +659,9 @@ class Server:
                 else self._budgets[2:]:
             if not applies(dump, rep) or budget.take(dump.source, now):
                 continue
-            self.stats[counter] += 1
-            self.reasm.note(dump.source, counter)
+            with self._mu:
+                self.stats[counter] += 1
+                self.reasm.note(dump.source, counter)
             warned = self._warned.get((dump.source, what))
             if warned is None or now - warned >= self.cfg.budget_window:
                 self._warned[(dump.source, what)] = now
@@ -563,9 +684,11 @@ class Server:
             old = self._pending.pop(dump.uid, None)
             if old is not None:
                 self._pending_bytes -= len(old[0].log)
+                self.journal.release(old[0])        # superseded by a new revision
             self._pending[dump.uid] = (dump, rep)
             self._pending_bytes += len(dump.log)
-        stats = self.stats
+        with self._mu:
+            stats = dict(self.stats)
         delta = {k: v - self._flushed.get(k, 0) for k, v in stats.items()}
         if not self._pending and not any(delta.values()):
             return
@@ -576,28 +699,19 @@ class Server:
                 self._pending_bytes = 0
             return
         batch = list(self._pending.values())
-        per_source = self.reasm.source_delta
+        with self._mu:      # taken whole: the main thread starts a new one
+            per_source, self.reasm.source_delta = self.reasm.source_delta, {}
         self._update_gauges()
-        try:
-            ids = self.store.save([(d, r, self._rows.get(d.uid)) for d, r in batch], delta,
-                                  per_source, self.gauges)
-        except sqlite3.Error as err:
-            self._failed(err, len(batch), quiet)
+        ids = self._save(batch, delta, per_source, quiet)
+        if ids is None:             # counted again with the next ones
+            with self._mu:
+                into = self.reasm.source_delta
+                for k, v in per_source.items():
+                    into[k] = into.get(k, 0) + v
             return
-        except Exception as err:    # a bug with one dump must not lose the others
-            self.log(f"storage error {type(err).__name__}: {err}; storing one by one")
-            ids = self._one_by_one(batch)
-            if ids is None:
-                return
-            try:
-                self.store.save([], {k: v - self._flushed.get(k, 0) for k, v in stats.items()},
-                                per_source, self.gauges)
-            except sqlite3.Error as err:
-                self._failed(err, len(self._pending), quiet)
-                return
-        self._flushed = dict(stats)
-        if per_source is self.reasm.source_delta:
-            self.reasm.source_delta = {}
+        self._flushed = stats
+        for d, _ in batch:
+            self.journal.release(d)
         self._pending.clear()
         self._pending_bytes = 0
         recovered = bool(self._retry_delay)
@@ -622,6 +736,27 @@ class Server:
         # what could not be stored at all waits for the next start.
         if recovered and not self._stop and self.spool.exists():
             self._load_spool()
+
+    def _save(self, batch: list[tuple[Dump, Report]], delta: dict[str, int],
+              per_source: dict[tuple[str, str], int], quiet: bool) -> list[int | None] | None:
+        """One transaction; the ids stored, or None if the database failed."""
+        try:
+            return self.store.save([(d, r, self._rows.get(d.uid)) for d, r in batch],
+                                   delta, per_source, self.gauges)
+        except sqlite3.Error as err:
+            self._failed(err, len(batch), quiet)
+            return None
+        except Exception as err:    # a bug with one dump must not lose the others
+            self.log(f"storage error {type(err).__name__}: {err}; storing one by one")
+        ids = self._one_by_one(batch)
+        if ids is None:
+            return None
+        try:
+            self.store.save([], delta, per_source, self.gauges)
+        except sqlite3.Error as err:
+            self._failed(err, len(self._pending), quiet)
+            return None
+        return ids
 
     def _one_by_one(self, batch: list[tuple[Dump, Report]]) -> list[int | None] | None:
         """Store a batch dump by dump (after an error that is not the database's).
@@ -648,6 +783,7 @@ class Server:
             else:
                 ids.append(n)
                 self._rows[d.uid] = n
+                self.journal.release(d)
                 self.err.write(f"netoops-collector: {describe(d, r, n)}\n")
             old = self._pending.pop(d.uid, None)
             if old is not None:
@@ -658,7 +794,8 @@ class Server:
         return [None] * len(ids)        # each one is logged already
 
     def _failed(self, err: Exception, n: int, quiet: bool) -> None:
-        self.stats["store_errors"] += 1
+        with self._mu:
+            self.stats["store_errors"] += 1
         if not self._retry_delay and not quiet:
             self.log(f"database error, {n} dump(s) kept for a retry: {err}")
         self._retry_delay = min(_RETRY_MAX, max(_RETRY_FIRST, self._retry_delay * 2))
@@ -672,9 +809,13 @@ class Server:
                     f.write(json.dumps(dict(dataclasses.asdict(d),
                                             dump_no=self._rows.get(d.uid))) + "\n")
         except OSError as err:
-            self.log(f"LOST {len(items)} dump(s): {why}, and {self.spool}: {err.strerror}")
+            self.log(f"LOST {len(items)} dump(s): {why}, and {self.spool}: {err.strerror}"
+                     + (" (they stay in the journal)" if not self._journal_failing else ""))
             return
-        self.stats["spooled"] += len(items)
+        for d in items:
+            self.journal.release(d)
+        with self._mu:
+            self.stats["spooled"] += len(items)
         self.log(f"{len(items)} dump(s) written to {self.spool}: {why}")
 
     def _load_spool(self) -> None:
@@ -708,14 +849,17 @@ class Server:
         g["inflight_dumps"] = self.reasm.inflight
         g["held_bytes"] = self.reasm.held_bytes
         g["unsaved_dumps"] = len(self._pending) + len(self._ready)
-        g["ring_bytes"] = sum(r.stats()["ring_used"] for r in self.receivers)
+        g["ring_bytes"] = sum(r.stats()["ring_used"] for r in list(self.receivers))
+        g["journal_bytes"] = self.journal.bytes
         g["queue_delay_max"] = round(self._lag["queue"], 6)
+        g["durable_delay_max"] = round(self._lag["durable"], 6)
         g["store_delay_max"] = round(self._lag["store"], 6)
 
     def _log_counters(self) -> None:
-        st = self.stats
+        with self._mu:
+            st = dict(self.stats)
         lag = self._lag
-        self._lag = {"queue": 0.0, "store": 0.0}    # a new interval
+        self._lag = {"queue": 0.0, "durable": 0.0, "store": 0.0}    # a new interval
         if st == self._logged and not any(lag.values()):
             return
         rejected = sum(v for k, v in st.items() if k.startswith("rejected_"))
@@ -726,8 +870,9 @@ class Server:
                  f"{st['dumps_junk_dropped'] + st['dumps_rate_dropped']} (over a source's "
                  f"share); in flight {self.reasm.inflight} "
                  f"({self.reasm.held_bytes} bytes held); unsaved {len(self._pending)}, "
-                 f"database errors {st['store_errors']}; delays (most in this interval): "
-                 f"queued {lag['queue']:.3f}s, finalised to stored {lag['store']:.3f}s")
+                 f"database errors {st['store_errors']}, journal errors {st['journal_errors']}; "
+                 f"delays (most in this interval): queued {lag['queue']:.3f}s, finalised "
+                 f"to durable {lag['durable']:.3f}s, to stored {lag['store']:.3f}s")
         self._logged = dict(st)
 
     def close(self) -> None:
@@ -745,3 +890,4 @@ class Server:
         self._wake_r.close()
         self._wake_w.close()
         self.store.close()
+        self.journal.close()

@@ -360,7 +360,9 @@ class Store:
     def connect(self, busy_timeout: float = 1.0) -> sqlite3.Connection:
         """Open, check and if need be create or upgrade the database."""
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout)
+            # One thread at a time: serve opens it, its storing thread uses it.
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout,
+                                   check_same_thread=False)
         except sqlite3.Error as err:
             raise StoreError(f"{self.path}: cannot open: {err}") from err
         try:
@@ -469,6 +471,15 @@ class Store:
             "INSERT INTO stats VALUES (?, ?) "
             "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
             [(k, v) for k, v in stats.items() if v])
+
+    def stored_as(self, dump: Dump) -> tuple[int, float, int] | None:
+        """The row stored for ``dump`` or an earlier revision of it: (id,
+        received, packets_received), or None."""
+        row = self.conn.execute(
+            "SELECT id, received, packets_received FROM dumps WHERE source = ? AND boot_id = ?"
+            " AND dump_id = ? AND source_port = ? AND first_packet = ? ORDER BY id DESC",
+            (dump.source, dump.boot_id, dump.dump_id, dump.port, dump.first_packet)).fetchone()
+        return None if row is None else (int(row[0]), float(row[1]), int(row[2]))
 
     def close(self) -> None:
         self.conn.close()

@@ -58,7 +58,7 @@ def test_a_locked_database_keeps_the_dumps_and_retries_with_a_delay(tmp_path: Pa
     assert srv._lag["store"] >= 1.0
     srv._log_counters()
     line = err.getvalue().splitlines()[-1]
-    assert "finalised to stored 1." in line, line
+    assert "to stored 1." in line, line
     srv.close()
     assert stored(db) == [1, 2]
 

@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: GPL-2.0
+"""The journal: finalised dumps made durable before they are analysed.
+
+``serve`` appends every dump it finalises to ``<db>.journal.<n>`` and
+syncs the file (``fdatasync``) once per receive round, before analysis and
+the SQLite commit, which run behind in their own thread.  A dump is kept in
+the journal until it is stored in the database (or in the spool file, or
+counted and dropped by a source budget); a segment whose dumps are all
+stored is deleted, the current one is emptied.  At start, the dumps of the
+segments left by a collector that died are stored, except those its
+database already holds.
+
+A record: ``NJR1``, u32 length of the JSON metadata (the :class:`Dump`
+without its log), u32 length of the log (UTF-8), u32 CRC-32 of both; then
+the metadata and the log.  A record cut short by a crash, or damaged,
+ends what is read of its segment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+import threading
+import zlib
+from pathlib import Path
+
+from .reassembly import Dump
+
+_HEAD = struct.Struct("<4sIII")
+_MAGIC = b"NJR1"
+SEGMENT_BYTES = 64 << 20        # a segment is closed beyond this
+
+
+class JournalError(OSError):
+    """The journal could not be written or synced."""
+
+
+def encode(dump: Dump) -> bytes:
+    meta = dataclasses.asdict(dump)
+    log = meta.pop("log").encode("utf-8", "surrogateescape")
+    raw = json.dumps(meta, separators=(",", ":")).encode()
+    return _HEAD.pack(_MAGIC, len(raw), len(log), zlib.crc32(log, zlib.crc32(raw))) + raw + log
+
+
+def decode(buf: bytes) -> tuple[list[Dump], bool]:
+    """The dumps of a segment, and whether it ended cleanly."""
+    out: list[Dump] = []
+    off = 0
+    while off + _HEAD.size <= len(buf):
+        magic, nmeta, nlog, crc = _HEAD.unpack_from(buf, off)
+        start = off + _HEAD.size
+        end = start + nmeta + nlog
+        if magic != _MAGIC or end > len(buf):
+            return out, False
+        raw, log = buf[start:start + nmeta], buf[start + nmeta:end]
+        if zlib.crc32(log, zlib.crc32(raw)) != crc:
+            return out, False
+        try:
+            meta = json.loads(raw)
+            meta["missing"] = [tuple(r) for r in meta["missing"]]
+            out.append(Dump(log=log.decode("utf-8", "replace"), **meta))
+        except (ValueError, TypeError, KeyError):
+            return out, False
+        off = end
+    return out, off == len(buf)
+
+
+class Journal:
+    """Segments ``<db>.journal.<n>``; thread-safe (the receive loop appends,
+    the storing thread releases)."""
+
+    def __init__(self, db: Path, segment_bytes: int = SEGMENT_BYTES) -> None:
+        self.dir = db.parent
+        self.prefix = db.name + ".journal."
+        self.segment_bytes = segment_bytes
+        self._lock = threading.Lock()
+        self._where: dict[tuple[int, int], int] = {}    # (uid, revision) -> segment
+        self._count: dict[int, int] = {}                # segment -> dumps not stored
+        found = self.segments()
+        self._seq = found[-1][0] + 1 if found else 1
+        self._fd = -1
+        self._size = 0
+        self.bytes = 0          # in all segments
+
+    def path(self, seq: int) -> Path:
+        return self.dir / f"{self.prefix}{seq:08d}"
+
+    def segments(self) -> list[tuple[int, Path]]:
+        out = []
+        for p in self.dir.glob(self.prefix + "*"):
+            tail = p.name[len(self.prefix):]
+            if tail.isdigit():
+                out.append((int(tail), p))
+        return sorted(out)
+
+    # -- the receive loop ------------------------------------------------
+    def append(self, dumps: list[Dump]) -> None:
+        """Write ``dumps`` and sync: when this returns they survive a crash."""
+        blob = b"".join(encode(d) for d in dumps)
+        with self._lock:
+            try:
+                if self._fd < 0:
+                    self._fd = os.open(self.path(self._seq),
+                                       os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                                       0o600)
+                    self._sync_dir()
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(self._fd, view):]
+                os.fdatasync(self._fd)
+            except OSError as err:
+                raise JournalError(err.errno, f"{self.path(self._seq)}: {err.strerror}") \
+                    from None
+            seq = self._seq
+            for d in dumps:
+                old = self._where.get((d.uid, d.revision))
+                if old is not None:
+                    self._drop(old)
+                self._where[(d.uid, d.revision)] = seq
+                self._count[seq] = self._count.get(seq, 0) + 1
+            self._size += len(blob)
+            self.bytes += len(blob)
+            if self._size >= self.segment_bytes:       # the next append opens a new one
+                os.close(self._fd)
+                self._fd = -1
+                self._seq += 1
+                self._size = 0
+                if not self._count.get(seq):
+                    self._unlink(seq)
+
+    def _sync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- the storing thread ----------------------------------------------
+    def release(self, dump: Dump) -> None:
+        """``dump`` is stored (or deliberately not): the journal may forget it."""
+        with self._lock:
+            seq = self._where.pop((dump.uid, dump.revision), None)
+            if seq is not None:
+                self._drop(seq)
+
+    def _drop(self, seq: int) -> None:
+        left = self._count[seq] - 1
+        if left:
+            self._count[seq] = left
+            return
+        del self._count[seq]
+        if seq != self._seq:
+            self._unlink(seq)
+        elif self._fd >= 0:      # the current segment: emptied in place
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError:
+                return
+            self.bytes -= self._size
+            self._size = 0
+
+    def _unlink(self, seq: int) -> None:
+        path = self.path(seq)
+        try:
+            self.bytes -= path.stat().st_size
+            path.unlink()
+        except OSError:
+            pass
+
+    # -- start -------------------------------------------------------------
+    def replay(self) -> tuple[list[tuple[Dump, int]], list[str]]:
+        """The dumps of the segments found at start (before any append), with
+        their segment, and a note for each segment that ended damaged."""
+        dumps: list[tuple[Dump, int]] = []
+        notes = []
+        for seq, path in self.segments():
+            try:
+                buf = path.read_bytes()
+            except OSError as err:
+                notes.append(f"{path}: {err.strerror}")
+                continue
+            got, clean = decode(buf)
+            if not clean:
+                notes.append(f"{path}: ends with a damaged or cut record after "
+                             f"{len(got)} dump(s)")
+            dumps += [(d, seq) for d in got]
+            self.bytes += len(buf)
+        return dumps, notes
+
+    def keep(self, dump: Dump, seq: int) -> None:
+        """A replayed dump to be stored: its segment stays until it is."""
+        with self._lock:
+            self._where[(dump.uid, dump.revision)] = seq
+            self._count[seq] = self._count.get(seq, 0) + 1
+
+    def forget_unkept(self) -> None:
+        """Delete the segments found at start that hold nothing to store."""
+        with self._lock:
+            for seq, _ in self.segments():
+                if seq < self._seq and not self._count.get(seq):
+                    self._unlink(seq)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            if not self._count.get(self._seq):
+                self._unlink(self._seq)
