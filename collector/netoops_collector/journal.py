@@ -37,9 +37,12 @@ class JournalError(OSError):
     """The journal could not be written or synced."""
 
 
+_META = tuple(f.name for f in dataclasses.fields(Dump) if f.name != "log")
+
+
 def encode(dump: Dump) -> bytes:
-    meta = dataclasses.asdict(dump)
-    log = meta.pop("log").encode("utf-8", "surrogateescape")
+    meta = {name: getattr(dump, name) for name in _META}    # no deep copy of the log
+    log = dump.log.encode("utf-8", "surrogateescape")
     raw = json.dumps(meta, separators=(",", ":")).encode()
     return _HEAD.pack(_MAGIC, len(raw), len(log), zlib.crc32(log, zlib.crc32(raw))) + raw + log
 

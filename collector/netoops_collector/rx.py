@@ -110,6 +110,7 @@ class CReceiver:
             raise OSError(err, f"cannot start the receive thread: {os.strerror(err)}")
         self._h: int | None = handle
         self._buf = ctypes.create_string_buffer(_TAKE)
+        self._view = memoryview(self._buf).cast("B")
         self._names: dict[bytes, str] = {}
         self.oldest = 0.0       # arrival (unix time) of the first datagram of the last take
 
@@ -133,7 +134,7 @@ class CReceiver:
         n = self._lib.nrx_take(self._h, self._buf, _TAKE, int(timeout * 1000))
         if not n:
             return
-        raw = ctypes.string_at(self._buf, n)
+        raw = self._view      # each record is copied out of it once
         names = self._names
         off = 0
         unpack = _REC.unpack_from
@@ -151,14 +152,14 @@ class CReceiver:
                 count = length // (_P + 8)
                 hashes = array("q")
                 hashes.frombytes(raw[start + count * _P:start + length])
-                yield Group(raw[start:start + count * _P], hashes), host, port
+                yield Group(raw[start:start + count * _P].tobytes(), hashes), host, port
             elif flags & _GROUP:
                 for at in range(start, start + length, _P):
-                    yield raw[at:at + _P], host, port
+                    yield raw[at:at + _P].tobytes(), host, port
             elif flags & _CUT:          # longer than a packet: oversize
-                yield raw[start:start + length] + b"\0", host, port
+                yield raw[start:start + length].tobytes() + b"\0", host, port
             else:
-                yield raw[start:start + length], host, port
+                yield raw[start:start + length].tobytes(), host, port
             off = start + ((length + _REC_SIZE + 7) & ~7) - _REC_SIZE
 
     def stats(self) -> dict[str, int]:

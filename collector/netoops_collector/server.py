@@ -7,9 +7,9 @@ thread takes from the ring, reassembles, and appends the dumps a round
 finalises to the journal (journal.py), synced before they go on: from then
 on a dump survives a crash of the collector or the machine.  The storing
 thread analyses them and writes them to SQLite in transactions with the
-stats counted so far; it yields to the main thread while the ring has a
-backlog (up to _MAX_READY dumps waiting), so a burst is received and made
-durable first and analysed after.  A dump repaired by late chunks replaces
+stats counted so far; it waits while datagrams keep coming (until
+_QUIET seconds pass without one, or _MAX_READY dumps wait), so a burst is
+received and made durable first and analysed after.  A dump repaired by late chunks replaces
 the row it was stored as.
 
 Nothing in storage stops receiving: a database error keeps the dumps in
@@ -29,6 +29,7 @@ Datagrams the kernel drops because the receive buffer is full are counted
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import errno
 import json
@@ -59,6 +60,8 @@ _DUMP_PACKETS = 128 * proto.RETRANSMIT_COUNT     # a 128 KiB log, three copies
 _BATCH = 512             # datagrams read from one socket per wake-up
 _STORE_BUDGET = 0.05     # seconds of analysing per transaction
 _MAX_READY = 512         # finalised dumps waiting beyond this are analysed regardless
+_QUIET = 0.02            # seconds without a datagram before analysis goes on
+_SWITCH = 0.0005         # the interpreter's thread switch interval while serving
 # One byte more than a packet: a longer datagram reads as oversize, and
 # MSG_TRUNC says it was longer still (never a cut datagram taken as whole).
 _RECV_SIZE = proto.PACKET_SIZE + 1
@@ -72,6 +75,21 @@ _SHUTDOWN_READ = 2.0     # seconds of reading what the sockets hold at shutdown
 _SHUTDOWN_STORE = 5.0    # seconds of retrying the database at shutdown
 _MAX_ROWS = 1 << 16      # dump uids whose stored row is remembered (for repairs)
 _NICER = 10              # the main thread's nice value over the receive threads
+
+
+def keep_freed_memory() -> None:
+    """Have glibc keep freed memory for reuse rather than return it.
+
+    By default a block over 128 KiB is mmap'd and unmapped again, and the
+    heap is trimmed, so every burst pays page faults afresh for its copies
+    of packets, groups and logs (costly in a VM).  With these settings the
+    memory a burst needed stays with the process for the next one."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 32 << 20)     # M_MMAP_THRESHOLD: its largest value
+        libc.mallopt(-1, 512 << 20)    # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def escape(text: str) -> str:
@@ -253,7 +271,7 @@ class Server:
         # storing thread waits on _cv for dumps.
         self._mu = threading.RLock()
         self._cv = threading.Condition(self._mu)
-        self._busy = False          # the main thread has a backlog: analysis waits
+        self._busy_until = 0.0      # analysis waits until then (datagrams coming)
         self._halt = False          # the storing thread is to return
         self._storer: threading.Thread | None = None
         self._fresh: list[Dump] = []   # finalised this round, not yet in the journal
@@ -411,10 +429,15 @@ class Server:
 
         This thread receives, reassembles and journals; the storing thread
         analyses and writes to SQLite, and waits while this one has a
-        backlog (up to _MAX_READY dumps), so a burst is received and made
-        durable before it is analysed.
+        while datagrams keep coming (up to _MAX_READY dumps), so a burst is
+        received and made durable before it is analysed.
         """
         self.bind()
+        keep_freed_memory()
+        switch = sys.getswitchinterval()
+        # The receiving thread gets the interpreter back soon after a wake-up
+        # even while the storing thread analyses.
+        sys.setswitchinterval(_SWITCH)
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         old_fd = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         lim = self.cfg.limits
@@ -436,19 +459,19 @@ class Server:
                 expiry = self.reasm.next_deadline()
                 if expiry is not None and expiry < deadline:
                     deadline = expiry
-                backlog = False
+                got = 0
                 for key, _ in self.sel.select(max(0.0, deadline - now)):
                     if key.fileobj is self._wake_r:
                         self._drain_wakeups()
                     elif isinstance(key.fileobj, rx.CReceiver):
-                        if self._read_c(key.fileobj) >= _BATCH:
-                            backlog = True
-                    elif self._read(key.fileobj) == _BATCH:  # type: ignore[arg-type]
-                        backlog = True
+                        got += self._read_c(key.fileobj)
+                    else:
+                        got += self._read(key.fileobj)  # type: ignore[arg-type]
                 now = self.clock()
+                if got:
+                    self._busy_until = now + _QUIET
                 with self._mu:
                     self._fresh += self.reasm.expire(now)
-                self._busy = backlog
                 self._publish()
                 if now >= next_log:
                     self._log_counters()
@@ -456,6 +479,7 @@ class Server:
             self._shutdown()
         finally:
             self._stop_storer()
+            sys.setswitchinterval(switch)
             signal.set_wakeup_fd(old_fd)
             for s, handler in old.items():
                 signal.signal(s, handler)
@@ -532,7 +556,7 @@ class Server:
                 while not self._halt:
                     now = self.clock()
                     if now >= next_stats or (self._ready and (
-                            not self._busy or len(self._ready) > _MAX_READY)):
+                            now >= self._busy_until or len(self._ready) > _MAX_READY)):
                         break
                     self._cv.wait(min(0.02 if self._ready else 1.0, next_stats - now))
                 if self._halt:
@@ -856,6 +880,8 @@ class Server:
         g["store_delay_max"] = round(self._lag["store"], 6)
 
     def _log_counters(self) -> None:
+        for receiver in list(self.receivers):   # copies it dropped: no wake-up for those
+            self._fold(receiver)
         with self._mu:
             st = dict(self.stats)
         lag = self._lag
