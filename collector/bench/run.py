@@ -160,8 +160,9 @@ def sink_throughput(sink: Path, burst: Burst, warm: Burst) -> dict[str, Any]:
     proc.wait_for("count", timeout=60)
     proc.stop()
     _, count, _, _first, _, last = proc.lines[-1][1].split()
-    return {"pps": burst.packets / (float(last) - t0), "received": int(count),
-            "ok": int(count) == burst.packets}
+    received = int(count) - warm.packets
+    return {"pps": burst.packets / (float(last) - t0), "received": received,
+            "ok": received == burst.packets}
 
 
 def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]:

@@ -99,8 +99,8 @@ class Journal:
         return sorted(out)
 
     # -- the receive loop ------------------------------------------------
-    def append(self, dumps: list[Dump]) -> None:
-        """Write ``dumps`` and sync: when this returns they survive a crash."""
+    def write(self, dumps: list[Dump]) -> None:
+        """Write ``dumps`` (not yet synced: see :meth:`sync`)."""
         blob = b"".join(encode(d) for d in dumps)
         with self._lock:
             try:
@@ -112,26 +112,46 @@ class Journal:
                 view = memoryview(blob)
                 while view:
                     view = view[os.write(self._fd, view):]
-                os.fdatasync(self._fd)
+                seq = self._seq
+                if self._size + len(blob) >= self.segment_bytes:
+                    os.fdatasync(self._fd)      # closed: synced here, not by sync()
+                    os.close(self._fd)
+                    self._fd = -1
+                    self._seq += 1
             except OSError as err:
                 raise JournalError(err.errno, f"{self.path(self._seq)}: {err.strerror}") \
                     from None
-            seq = self._seq
             for d in dumps:
                 old = self._where.get((d.uid, d.revision))
-                if old is not None:
-                    self._drop(old)
                 self._where[(d.uid, d.revision)] = seq
                 self._count[seq] = self._count.get(seq, 0) + 1
-            self._size += len(blob)
+                if old is not None:     # counted after the new one: never empties it
+                    self._drop(old)
+            self._size = 0 if seq != self._seq else self._size + len(blob)
             self.bytes += len(blob)
-            if self._size >= self.segment_bytes:       # the next append opens a new one
-                os.close(self._fd)
-                self._fd = -1
-                self._seq += 1
-                self._size = 0
-                if not self._count.get(seq):
-                    self._unlink(seq)
+
+    def sync(self) -> None:
+        """Make what was written durable.  The lock is not held meanwhile, so
+        writing and releasing go on (the current file is synced through a
+        duplicate descriptor; a segment closed since was synced on closing)."""
+        with self._lock:
+            if self._fd < 0:
+                return
+            try:
+                fd = os.dup(self._fd)
+            except OSError as err:
+                raise JournalError(err.errno, f"journal: {err.strerror}") from None
+        try:
+            os.fdatasync(fd)
+        except OSError as err:
+            raise JournalError(err.errno, f"{self.path(self._seq)}: {err.strerror}") from None
+        finally:
+            os.close(fd)
+
+    def append(self, dumps: list[Dump]) -> None:
+        """Write ``dumps`` and sync: when this returns they survive a crash."""
+        self.write(dumps)
+        self.sync()
 
     def _sync_dir(self) -> None:
         fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -274,6 +274,11 @@ class Server:
         self._busy_until = 0.0      # analysis waits until then (datagrams coming)
         self._halt = False          # the storing thread is to return
         self._storer: threading.Thread | None = None
+        # Written to the journal by the main thread, not yet synced.
+        self._sync_cv = threading.Condition(self._mu)
+        self._unsynced: list[Dump] = []
+        self._sync_halt = False
+        self._syncer: threading.Thread | None = None
         self._fresh: list[Dump] = []   # finalised this round, not yet in the journal
         self.sel = selectors.DefaultSelector()
         self.socks: list[socket.socket] = []
@@ -451,6 +456,8 @@ class Server:
         self._replay_journal()
         self._storer = threading.Thread(target=self._storing, name="netoops-store", daemon=True)
         self._storer.start()
+        self._syncer = threading.Thread(target=self._syncing, name="netoops-sync", daemon=True)
+        self._syncer.start()
         next_log = self.clock() + self.cfg.log_interval
         try:
             while not self._stop:
@@ -478,6 +485,7 @@ class Server:
                     next_log = now + self.cfg.log_interval
             self._shutdown()
         finally:
+            self._stop_syncer()
             self._stop_storer()
             sys.setswitchinterval(switch)
             signal.set_wakeup_fd(old_fd)
@@ -490,32 +498,77 @@ class Server:
         return 0
 
     def _publish(self) -> None:
-        """Journal the dumps finalised this round, then hand them to the
-        storing thread.  If the journal fails they go on all the same (the
-        database still takes them), and the failure is counted and logged."""
+        """Journal the dumps finalised this round: write them, and have the
+        syncing thread sync the journal and hand them to the storing thread
+        (synced here if it is not running), so this thread goes on
+        receiving meanwhile.  If the journal fails they go on all the same
+        (the database still takes them); the failure is counted and logged."""
         fresh, self._fresh = self._fresh, []
-        if fresh:
-            try:
-                self.journal.append(fresh)
-            except JournalError as err:
-                with self._mu:
-                    self.stats["journal_errors"] += 1
-                if not self._journal_failing:
-                    self.log(f"journal error: {err}; dumps go on to the database unjournaled")
-                self._journal_failing = True
-            else:
-                if self._journal_failing:
-                    self.log("journal writable again")
-                self._journal_failing = False
-                self._durable += len(fresh)
-                delay = max(0.0, time.time() - min(d.finalised for d in fresh))
-                self._lag["durable"] = max(self._lag["durable"], delay)
-                if self.cfg.log_journal:
-                    self.log(f"journal: {len(fresh)} dump(s) durable, {self._durable} this "
-                             f"run; {delay:.3f}s after they were finalised")
+        if not fresh:
+            return
+        try:
+            self.journal.write(fresh)
+        except JournalError as err:
+            self._journal_failed(err)
+            with self._cv:
+                self._ready.extend(fresh)
+                self._cv.notify()
+            return
+        if self._syncer is None:
+            self._sync(fresh)
+            return
+        with self._mu:
+            self._unsynced.extend(fresh)
+            self._sync_cv.notify()
+
+    def _sync(self, dumps: list[Dump]) -> None:
+        """Sync the journal, then hand ``dumps`` (written) to the storing thread."""
+        try:
+            self.journal.sync()
+        except JournalError as err:
+            self._journal_failed(err)
+        else:
+            if self._journal_failing:
+                self.log("journal writable again")
+            self._journal_failing = False
+            self._durable += len(dumps)
+            delay = max(0.0, time.time() - min(d.finalised for d in dumps))
+            self._lag["durable"] = max(self._lag["durable"], delay)
+            if self.cfg.log_journal:
+                self.log(f"journal: {len(dumps)} dump(s) durable, {self._durable} this "
+                         f"run; {delay:.3f}s after they were finalised")
         with self._cv:
-            self._ready.extend(fresh)
+            self._ready.extend(dumps)
             self._cv.notify()
+
+    def _journal_failed(self, err: JournalError) -> None:
+        with self._mu:
+            self.stats["journal_errors"] += 1
+        if not self._journal_failing:
+            self.log(f"journal error: {err}; dumps go on to the database unjournaled")
+        self._journal_failing = True
+
+    def _syncing(self) -> None:
+        """The syncing thread: one fdatasync for what was written meanwhile."""
+        while True:
+            with self._mu:
+                while not self._unsynced and not self._sync_halt:
+                    self._sync_cv.wait()
+                dumps, self._unsynced = self._unsynced, []
+            if dumps:
+                self._sync(dumps)
+            elif self._sync_halt:
+                return
+
+    def _stop_syncer(self) -> None:
+        """Stop the syncing thread once it has synced what was written."""
+        thread, self._syncer = self._syncer, None
+        if thread is None:
+            return
+        with self._mu:
+            self._sync_halt = True
+            self._sync_cv.notify()
+        thread.join()
 
     def _replay_journal(self) -> None:
         """Queue what an earlier run journaled but did not store."""
@@ -594,6 +647,7 @@ class Server:
         with self._mu:
             self._fresh += self.reasm.flush()
         self._publish()
+        self._stop_syncer()
         self._stop_storer()             # this thread stores the rest
         self._store(everything=True)
         end = self.clock() + _SHUTDOWN_STORE

@@ -207,7 +207,7 @@ def stats_text(st: dict[str, Any]) -> str:
         f"dumps not stored     {c.get('dumps_junk_dropped', 0)} without crash text, "
         f"{c.get('dumps_rate_dropped', 0)} more, over their source's share",
         f"database errors      {c.get('store_errors', 0)} (dumps spooled to a file: "
-        f"{c.get('spooled', 0)})",
+        f"{c.get('spooled', 0)}); journal errors {c.get('journal_errors', 0)}",
         f"stored: {s['dumps']} dumps ({s['complete']} complete, {s['partial']} partial), "
         f"{s['signatures']} signatures, {s.get('no_crash_text', 0)} without crash text",
     ]
@@ -216,9 +216,11 @@ def stats_text(st: dict[str, Any]) -> str:
         out.append(f"at the last write: {int(g.get('inflight_dumps', 0))} dumps in flight, "
                    f"{int(g.get('held_bytes', 0))} bytes held, "
                    f"{int(g.get('ring_bytes', 0))} bytes queued in the receive ring, "
-                   f"{int(g.get('unsaved_dumps', 0))} dumps not yet stored; most delay in "
+                   f"{int(g.get('unsaved_dumps', 0))} dumps not yet stored, "
+                   f"{int(g.get('journal_bytes', 0))} bytes in the journal; most delay in "
                    f"the interval: queued {g.get('queue_delay_max', 0):.3f}s, finalised to "
-                   f"stored {g.get('store_delay_max', 0):.3f}s")
+                   f"durable {g.get('durable_delay_max', 0):.3f}s, to stored "
+                   f"{g.get('store_delay_max', 0):.3f}s")
     sources = st.get("sources") or []
     if sources:
         out.append("sources with rejected or dropped traffic (most first):")
