@@ -241,7 +241,7 @@ def largest_burst(tmp: Path, limit: int, log: Callable[[str], None]
 def main() -> int:
     ap = argparse.ArgumentParser(description="netoops collector benchmark")
     ap.add_argument("--dumps", type=int, default=64, help="dumps in the throughput burst")
-    ap.add_argument("--repeat", type=int, default=3, help="throughput runs (median)")
+    ap.add_argument("--repeat", type=int, default=5, help="throughput runs (median)")
     ap.add_argument("--max-burst", type=int, default=512,
                     help="largest burst tried (512 = the default in-flight cap)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")

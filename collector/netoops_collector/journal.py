@@ -42,7 +42,9 @@ _META = tuple(f.name for f in dataclasses.fields(Dump) if f.name != "log")
 
 def encode(dump: Dump) -> bytes:
     meta = {name: getattr(dump, name) for name in _META}    # no deep copy of the log
-    log = dump.log.encode("utf-8", "surrogateescape")
+    log = getattr(dump, "log_bytes", None)     # decoded with "replace", as on replay
+    if log is None:
+        log = dump.log.encode("utf-8", "surrogateescape")
     raw = json.dumps(meta, separators=(",", ":")).encode()
     return _HEAD.pack(_MAGIC, len(raw), len(log), zlib.crc32(log, zlib.crc32(raw))) + raw + log
 

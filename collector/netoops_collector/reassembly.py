@@ -123,6 +123,10 @@ class Dump:
     ``uid`` numbers the dumps of one reassembler; when late chunks repair a
     dump that was finalised as partial, it is finalised again with the same
     ``uid`` and a higher ``revision``, and replaces what was stored.
+
+    A dump taken whole from the C receiver also has ``log_bytes`` (not a
+    field): the bytes ``log`` was decoded from, which the journal writes
+    as they are.
     """
 
     uid: int
@@ -413,8 +417,11 @@ class Reassembler:
             return out
         out = []
         entry = self._start(key, first, n, now, out)
-        entry.chunks = {no: packets[at + _DATA_OFFSET:at + _PACKET_SIZE]
-                        for no, at in enumerate(range(0, n * _PACKET_SIZE, _PACKET_SIZE))}
+        # The log straight from the packets (oldest chunk first, NULs
+        # removed), as assemble() gives it for a complete dump.
+        view = memoryview(packets)
+        raw = b"".join([view[at + _DATA_OFFSET:at + _PACKET_SIZE]
+                        for at in range((n - 1) * _PACKET_SIZE, -1, -_PACKET_SIZE)])
         charge = n * CHUNK_COST
         entry.cost += charge
         self._bytes += charge
@@ -422,7 +429,7 @@ class Reassembler:
         stats = self.stats
         stats["packets"] += n
         stats["accepted"] += n
-        out.append(self._finalise(entry, COMPLETE, now, hashes))
+        out.append(self._finalise(entry, COMPLETE, now, hashes, raw.replace(b"\0", b"")))
         return out
 
     def expire(self, now: float | None = None) -> list[Dump]:
@@ -581,10 +588,11 @@ class Reassembler:
 
     # -- finalisation --------------------------------------------------
     def _finalise(self, entry: _Entry, why: str, now: float,
-                  hashes: array[int] | None = None) -> Dump:
+                  hashes: array[int] | None = None, whole: bytes | None = None) -> Dump:
+        """``whole``: the log's bytes of a dump taken whole (it keeps no chunks)."""
         self._untrack(entry)
         stats = self.stats
-        complete = len(entry.chunks) == entry.count
+        complete = whole is not None or len(entry.chunks) == entry.count
         if entry.revision:
             stats["dumps_repaired"] += 1
             if complete:
@@ -600,7 +608,7 @@ class Reassembler:
             stats["partial_" + why] += 1
             if why == CAPACITY:
                 self.note(entry.key[0], "partial_capacity")
-        dump = self._build(entry, why)
+        dump = self._build(entry, why, whole)
         self._remember(entry, complete, now, hashes)
         return dump
 
@@ -642,8 +650,24 @@ class Reassembler:
         if not addr.recent and not addr.inflight:
             del self._addrs[source]
 
-    def _build(self, entry: _Entry, why: str) -> Dump:
+    def _build(self, entry: _Entry, why: str, whole: bytes | None = None) -> Dump:
         pkt = proto.decode(entry.first)
+        if whole is not None:
+            dump = Dump(
+                uid=entry.uid, revision=entry.revision,
+                source=entry.key[0], port=entry.key[1], boot_id=pkt.boot_id,
+                dump_id=pkt.dump_id, type=pkt.type,
+                kernel_version=proto.cstring(pkt.kernel_version),
+                user_blob=proto.cstring(pkt.user_blob),
+                x86_vendor=pkt.x86_vendor, x86_family=pkt.x86_family,
+                x86_model=pkt.x86_model, x86_stepping=pkt.x86_stepping,
+                regs=pkt.registers, packet_count=entry.count,
+                packets_received=entry.count, missing=[],
+                log=whole.decode("utf-8", "replace"),
+                first_packet=entry.first_wall, finalised=self.wallclock(),
+                finalised_by=why)
+            dump.log_bytes = whole
+            return dump
         present = sorted(entry.chunks)
         return Dump(
             uid=entry.uid, revision=entry.revision,

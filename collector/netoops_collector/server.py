@@ -7,9 +7,10 @@ thread takes from the ring, reassembles, and appends the dumps a round
 finalises to the journal (journal.py), synced before they go on: from then
 on a dump survives a crash of the collector or the machine.  The storing
 thread analyses them and writes them to SQLite in transactions with the
-stats counted so far; it waits while datagrams keep coming (until
-_QUIET seconds pass without one, or _MAX_READY dumps wait), so a burst is
-received and made durable first and analysed after.  A dump repaired by late chunks replaces
+stats counted so far; it waits while datagrams keep coming, copies the C
+threads drop included (until _QUIET seconds pass without one, or
+_MAX_READY dumps wait), so a burst is received and made durable first and
+analysed after.  A dump repaired by late chunks replaces
 the row it was stored as.
 
 Nothing in storage stops receiving: a database error keeps the dumps in
@@ -272,6 +273,7 @@ class Server:
         self._mu = threading.RLock()
         self._cv = threading.Condition(self._mu)
         self._busy_until = 0.0      # analysis waits until then (datagrams coming)
+        self._seen_packets = 0      # read by the C threads, at the storing thread's last look
         self._halt = False          # the storing thread is to return
         self._storer: threading.Thread | None = None
         # Written to the journal by the main thread, not yet synced.
@@ -608,6 +610,8 @@ class Server:
             with self._cv:
                 while not self._halt:
                     now = self.clock()
+                    if self._ready and now >= self._busy_until and self._receiving():
+                        self._busy_until = now + _QUIET
                     if now >= next_stats or (self._ready and (
                             now >= self._busy_until or len(self._ready) > _MAX_READY)):
                         break
@@ -621,6 +625,19 @@ class Server:
                 time.sleep(1.0)
             if self.clock() >= next_stats:
                 next_stats = self.clock() + self.cfg.stats_interval
+
+    def _receiving(self) -> bool:
+        """Whether the C threads read datagrams since the last look (copies
+        they drop do not wake the main thread)."""
+        seen = 0
+        for receiver in list(self.receivers):
+            try:
+                seen += receiver.stats()["packets"]
+            except (AssertionError, ValueError):    # stopped meanwhile
+                pass
+        moved = seen != self._seen_packets
+        self._seen_packets = seen
+        return moved
 
     def _stop_storer(self) -> None:
         thread, self._storer = self._storer, None
