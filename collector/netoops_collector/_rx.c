@@ -547,12 +547,13 @@ static int group_add(struct nrx *r, uint8_t family, const uint8_t *addr, uint16_
 	if (!g) {
 		grow = sizeof(*g) + (count + 7) / 8 + NRX_PACKET;
 		spare_trim(r, grow);
+		/* An evicted group's buffer becomes a spare: freed as needed. */
 		while (r->oldest && (r->ngroups >= NRX_GROUPS ||
-				     r->own.group_bytes + grow > r->group_cap))
+				     r->own.group_bytes + grow > r->group_cap)) {
 			if (!group_emit(r, r->oldest))
 				return -1;
-		if (r->own.group_bytes + grow > r->group_cap)
 			spare_trim(r, grow);
+		}
 		if (r->own.group_bytes + grow > r->group_cap)
 			return 0;
 		g = calloc(1, sizeof(*g) + (count + 7) / 8);
@@ -587,12 +588,14 @@ static int group_add(struct nrx *r, uint8_t family, const uint8_t *addr, uint16_
 		if (!r->spare[cls] && r->own.group_bytes + grow > r->group_cap) {
 			/* Make room from the others; alone over the cap, pass it on. */
 			spare_trim(r, grow);
-			while (r->own.group_bytes + grow > r->group_cap &&
-			       (r->oldest != g || g->newer))
+			while (!r->spare[cls] && r->own.group_bytes + grow > r->group_cap &&
+			       (r->oldest != g || g->newer)) {
 				if (!group_emit(r, r->oldest == g ? g->newer : r->oldest))
 					return -1;
-			spare_trim(r, grow);
-			if (r->own.group_bytes + grow > r->group_cap)
+				if (!r->spare[cls])	/* else its buffer will do */
+					spare_trim(r, grow);
+			}
+			if (!r->spare[cls] && r->own.group_bytes + grow > r->group_cap)
 				return group_emit(r, g) ? 0 : -1;
 		}
 		more = buf_get(r, cls);

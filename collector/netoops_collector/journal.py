@@ -112,8 +112,12 @@ class Journal:
                                        0o600)
                     self._sync_dir()
                 view = memoryview(blob)
-                while view:
-                    view = view[os.write(self._fd, view):]
+                try:
+                    while view:
+                        view = view[os.write(self._fd, view):]
+                except OSError:     # no torn record for later ones to follow
+                    os.ftruncate(self._fd, self._size)
+                    raise
                 seq = self._seq
                 if self._size + len(blob) >= self.segment_bytes:
                     os.fdatasync(self._fd)      # closed: synced here, not by sync()

@@ -408,7 +408,7 @@ class Reassembler:
         if (len(packets) != n * _PACKET_SIZE or hdr[6] != n or n > self._max_count
                 or hdr[7] != 0 or key in self._inflight or key in self._recent
                 or self._bytes + cost > lim.max_bytes
-                or (addr is not None and addr.nbytes + cost > lim.max_bytes_per_source)
+                or (addr.nbytes if addr else 0) + cost > lim.max_bytes_per_source
                 or not self._starts.take(source, now)):
             out: list[Dump] = []
             feed = self.feed

@@ -18,6 +18,7 @@ import ctypes
 import os
 import socket
 import struct
+import threading
 from array import array
 from pathlib import Path
 from typing import Iterator, NamedTuple, Union
@@ -109,6 +110,7 @@ class CReceiver:
             err = ctypes.get_errno() or 12
             raise OSError(err, f"cannot start the receive thread: {os.strerror(err)}")
         self._h: int | None = handle
+        self._stop_lock = threading.Lock()     # stats() from another thread vs stop()
         self._buf = ctypes.create_string_buffer(_TAKE)
         self._view = memoryview(self._buf).cast("B")
         self._names: dict[bytes, str] = {}
@@ -163,10 +165,18 @@ class CReceiver:
             off = start + ((length + _REC_SIZE + 7) & ~7) - _REC_SIZE
 
     def stats(self) -> dict[str, int]:
-        assert self._h is not None
+        """The thread's counters; ValueError once stopped (any thread may ask)."""
         st = _Stats()
-        self._lib.nrx_stats(self._h, ctypes.byref(st))
+        with self._stop_lock:
+            if self._h is None:
+                raise ValueError("the receive thread is stopped")
+            self._lib.nrx_stats(self._h, ctypes.byref(st))
         return {name: getattr(st, name) for name in _STAT_NAMES}
+
+    def halt(self) -> None:
+        """Stop reading the socket (see :meth:`finish`)."""
+        assert self._h is not None
+        self._lib.nrx_halt(self._h)
 
     def finish(self, deadline: float) -> Iterator[tuple[Datagram, str, int]]:
         """Stop reading the socket without losing what the thread has read:
@@ -186,8 +196,9 @@ class CReceiver:
 
     def stop(self) -> None:
         """Stop the thread (at once) and free the ring; the socket stays open."""
-        if self._h is not None:
+        with self._stop_lock:
             h, self._h = self._h, None
+        if h is not None:
             self._lib.nrx_stop(h)
 
 

@@ -633,7 +633,7 @@ class Server:
         for receiver in list(self.receivers):
             try:
                 seen += receiver.stats()["packets"]
-            except (AssertionError, ValueError):    # stopped meanwhile
+            except ValueError:      # stopped meanwhile
                 pass
         moved = seen != self._seen_packets
         self._seen_packets = seen
@@ -651,6 +651,8 @@ class Server:
     def _shutdown(self) -> None:
         """Read what the sockets hold (within a bound), finalise, store or spool."""
         end = self.clock() + _SHUTDOWN_READ
+        for receiver in self.receivers:     # all stop reading now, then each is drained
+            receiver.halt()
         for receiver in list(self.receivers):
             self._retire(receiver)
             self._feed(receiver.finish(time.monotonic() + max(0.0, end - self.clock())))
@@ -730,17 +732,19 @@ class Server:
         start = self.clock()
         items: list[tuple[Dump, Report]] = []
         ready = self._ready
+        taken: set[int] = set()     # a newer revision in this round is no new dump
         while ready and (everything or not items or len(ready) > _MAX_READY
                          or self.clock() - start < budget):
             dump = ready.popleft()
-            if self._over_budget(dump, None):
+            if dump.uid not in taken and self._over_budget(dump, None):
                 self.journal.release(dump)
                 continue
             rep = safe_analyse(dump)
-            if self._over_budget(dump, rep):
+            if dump.uid not in taken and self._over_budget(dump, rep):
                 self.journal.release(dump)
                 continue
             items.append((dump, rep))
+            taken.add(dump.uid)
         self._commit(items)
 
     def _over_budget(self, dump: Dump, rep: Report | None) -> bool:
@@ -794,9 +798,9 @@ class Server:
                 self._pending_bytes = 0
             return
         batch = list(self._pending.values())
+        self._update_gauges()
         with self._mu:      # taken whole: the main thread starts a new one
             per_source, self.reasm.source_delta = self.reasm.source_delta, {}
-        self._update_gauges()
         ids = self._save(batch, delta, per_source, quiet)
         if ids is None:             # counted again with the next ones
             with self._mu:
@@ -805,8 +809,9 @@ class Server:
                     into[k] = into.get(k, 0) + v
             return
         self._flushed = stats
-        for d, _ in batch:
-            self.journal.release(d)
+        for (d, _), n in zip(batch, ids):
+            if n is not None:   # else stored, spooled or kept by _one_by_one already
+                self.journal.release(d)
         self._pending.clear()
         self._pending_bytes = 0
         recovered = bool(self._retry_delay)
@@ -899,10 +904,19 @@ class Server:
     def _spill(self, items: list[Dump], why: str) -> None:
         """Append dumps to the spool file; the next successful write stores them."""
         try:
+            new = not self.spool.exists()
             with open(self.spool, "a", encoding="utf-8") as f:
                 for d in items:     # with the row it replaces, if it is a repair
                     f.write(json.dumps(dict(dataclasses.asdict(d),
                                             dump_no=self._rows.get(d.uid))) + "\n")
+                f.flush()
+                os.fsync(f.fileno())    # before the journal lets them go
+            if new:
+                fd = os.open(self.spool.parent, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
         except OSError as err:
             self.log(f"LOST {len(items)} dump(s): {why}, and {self.spool}: {err.strerror}"
                      + (" (they stay in the journal)" if not self._journal_failing else ""))
@@ -934,6 +948,12 @@ class Server:
             d.uid = self._spool_uid
             if dump_no is not None:
                 self._rows[d.uid] = dump_no
+        try:                        # the spool goes: the journal keeps them meanwhile
+            if dumps:
+                self.journal.append([d for d, _ in dumps])
+        except JournalError as err:
+            self._journal_failed(err)
+        for d, _ in dumps:
             self._ready.append(d)
         os.unlink(self.spool)
         if dumps:
@@ -944,7 +964,13 @@ class Server:
         g["inflight_dumps"] = self.reasm.inflight
         g["held_bytes"] = self.reasm.held_bytes
         g["unsaved_dumps"] = len(self._pending) + len(self._ready)
-        g["ring_bytes"] = sum(r.stats()["ring_used"] for r in list(self.receivers))
+        ring = 0
+        for receiver in list(self.receivers):
+            try:
+                ring += receiver.stats()["ring_used"]
+            except ValueError:      # stopped meanwhile
+                pass
+        g["ring_bytes"] = ring
         g["journal_bytes"] = self.journal.bytes
         g["queue_delay_max"] = round(self._lag["queue"], 6)
         g["durable_delay_max"] = round(self._lag["durable"], 6)

@@ -371,7 +371,9 @@ class Store:
                 raise _too_new(self.path, version)
             conn.execute("PRAGMA journal_mode=WAL")
             # A commit survives a crash of this process (not of the machine).
-            conn.execute("PRAGMA synchronous=NORMAL")
+            # FULL: a dump leaves serve's journal once its commit returns,
+            # so the commit must survive a power loss too.
+            conn.execute("PRAGMA synchronous=FULL")
             if version != SCHEMA_VERSION:
                 self._prepare(conn)
             else:       # made before these tables were added to version 2
