@@ -185,10 +185,6 @@ def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]
     done = max(durable, read) if durable and read else None
     out["pps"] = burst.packets / (done - t0) if done else 0.0
     out["stored_pps"] = burst.packets / (stored - t0) if stored else 0.0
-    if os.environ.get("NETOOPS_BENCH_DEBUG"):
-        print({"durable": durable and durable - t0, "read": read and read - t0,
-               "stored": stored and stored - t0},
-              [line for _, line in proc.lines if "journal:" in line][-6:], file=sys.stderr)
     return out
 
 

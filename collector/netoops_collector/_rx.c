@@ -223,11 +223,8 @@ static uint64_t hash_bytes(const uint8_t *p, size_t n, uint64_t seed)
 
 static uint64_t hash_packet(const uint8_t *addr, uint16_t port, const uint8_t *buf)
 {
-	uint64_t h = hash_bytes(addr, 16, port), w;
+	uint64_t h = hash_bytes(buf, NRX_PACKET, hash_bytes(addr, 16, port));
 
-	h = hash_bytes(buf, NRX_PACKET, h);
-	memcpy(&w, buf + NRX_PACKET - 8, 8);
-	h = mix(h ^ w);
 	return h ? h : 1;
 }
 

@@ -653,23 +653,13 @@ class Reassembler:
     def _build(self, entry: _Entry, why: str, whole: bytes | None = None) -> Dump:
         pkt = proto.decode(entry.first)
         if whole is not None:
-            dump = Dump(
-                uid=entry.uid, revision=entry.revision,
-                source=entry.key[0], port=entry.key[1], boot_id=pkt.boot_id,
-                dump_id=pkt.dump_id, type=pkt.type,
-                kernel_version=proto.cstring(pkt.kernel_version),
-                user_blob=proto.cstring(pkt.user_blob),
-                x86_vendor=pkt.x86_vendor, x86_family=pkt.x86_family,
-                x86_model=pkt.x86_model, x86_stepping=pkt.x86_stepping,
-                regs=pkt.registers, packet_count=entry.count,
-                packets_received=entry.count, missing=[],
-                log=whole.decode("utf-8", "replace"),
-                first_packet=entry.first_wall, finalised=self.wallclock(),
-                finalised_by=why)
-            dump.log_bytes = whole
-            return dump
-        present = sorted(entry.chunks)
-        return Dump(
+            received, missing = entry.count, []
+            log = whole.decode("utf-8", "replace")
+        else:
+            present = sorted(entry.chunks)
+            received, missing = len(present), gaps(present, entry.count)
+            log = assemble(entry.chunks, entry.count)
+        dump = Dump(
             uid=entry.uid, revision=entry.revision,
             source=entry.key[0], port=entry.key[1], boot_id=pkt.boot_id,
             dump_id=pkt.dump_id, type=pkt.type,
@@ -678,10 +668,12 @@ class Reassembler:
             x86_vendor=pkt.x86_vendor, x86_family=pkt.x86_family,
             x86_model=pkt.x86_model, x86_stepping=pkt.x86_stepping,
             regs=pkt.registers, packet_count=entry.count,
-            packets_received=len(present), missing=gaps(present, entry.count),
-            log=assemble(entry.chunks, entry.count),
+            packets_received=received, missing=missing, log=log,
             first_packet=entry.first_wall, finalised=self.wallclock(),
             finalised_by=why)
+        if whole is not None:
+            dump.log_bytes = whole  # type: ignore[attr-defined]
+        return dump
 
 
 def gaps(present: Sequence[int], count: int) -> list[tuple[int, int]]:
