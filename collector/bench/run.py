@@ -10,9 +10,10 @@ Throughput.  The receiver (the C sink, or `netoops-collector serve` with a
 sent into its socket buffer, and it is resumed with SIGCONT.  Packets/s is
 the burst size over the time from SIGCONT until the sink has counted the last
 packet, or, for the collector, until it has read every packet and made the
-last dump durable (reassembled and synced to its journal, `--log-journal`
-lines; packets read from its counters line, logged every 5 ms, so the time
-is late by up to that).  The time until the last dump is analysed and
+last dump durable (reassembled and synced to its journal).  Both ends are
+taken by the receiver's own clock, as the sink's are: the time in its
+`--log-journal` line for the last dump, and the "last datagram read at" of
+its counters line.  The time until the last dump is analysed and
 committed to SQLite (its "dump" line) is reported beside it.  Each receiver
 first takes one burst of other dumps untimed (a warm process: its ring
 and buffers have been touched once, as a serving collector's have).  Zero
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -98,8 +100,31 @@ class Proc:
                     return item[0]
         return next(t for t, line in self.lines if text in line)
 
+    def line_with(self, text: str) -> str | None:
+        """The first line read so far that contains ``text``."""
+        return next((line for _, line in self.lines if text in line), None)
+
     def signal(self, sig: int) -> None:
         self.p.send_signal(sig)
+
+    def stop_all(self) -> None:
+        """SIGSTOP, then wait until every thread has stopped: kill() returns
+        before they have, and a thread that reads a datagram of the burst
+        meanwhile would start that dump's clock early."""
+        self.p.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.p.pid}/task")
+        for _ in range(10000):
+            states = []
+            for task in tasks.iterdir():
+                try:
+                    stat = (task / "stat").read_text()
+                except OSError:
+                    continue        # a thread that ended meanwhile
+                states.append(stat.rsplit(")", 1)[1].split()[0])
+            if all(s in "tT" for s in states):
+                return
+            time.sleep(0.0005)
+        raise RuntimeError("the receiver did not stop")
 
     def stop(self) -> int:
         if self.p.poll() is None:
@@ -147,13 +172,22 @@ def verify(db: Path, burst: Burst, before: int = 0) -> dict[str, Any]:
             "partial_capacity": counters.get("partial_capacity", 0)}
 
 
+def own_time(line: str | None, label: str) -> float | None:
+    """The ISO time after ``label`` in a collector's log line, as epoch seconds."""
+    if line is None or label not in line:
+        return None
+    text = line.split(label, 1)[1].split()[0].rstrip(";,")
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=timezone.utc).timestamp()
+
+
 def sink_throughput(sink: Path, burst: Burst, warm: Burst) -> dict[str, Any]:
     proc = Proc([str(sink), "0", str(burst.packets + warm.packets), str(BIG_RCVBUF)],
                 stream="stdout")
     proc.wait_for("ready", timeout=10)
     port = int(proc.lines[0][1].split()[1])
     warm.send(("127.0.0.1", port))
-    proc.signal(signal.SIGSTOP)
+    proc.stop_all()
     burst.send(("127.0.0.1", port))
     t0 = time.time()
     proc.signal(signal.SIGCONT)
@@ -171,7 +205,7 @@ def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]
                              "--log-journal", "--log-interval", "0.005")
     warm.send(("127.0.0.1", port))
     proc.wait_for("dump ", count=warm.dumps, timeout=300, idle=30)
-    proc.signal(signal.SIGSTOP)
+    proc.stop_all()
     burst.send(("127.0.0.1", port))
     t0 = time.time()
     proc.signal(signal.SIGCONT)
@@ -182,7 +216,15 @@ def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]
     stored = proc.wait_for("dump ", count=total, timeout=300, idle=30)
     proc.stop()
     out = verify(db, burst, before=warm.packets)
+    # As the sink's: the times the collector itself took when it made the
+    # last dump durable and read the last datagram, not when this process
+    # got round to reading its lines.
+    durable = own_time(proc.line_with(f" {total} this run;"), "synced at ")
+    read = own_time(proc.line_with(f"counters: packets {warm.packets + burst.packets},"),
+                    "last datagram read at ")
     done = max(durable, read) if durable and read else None
+    out["read_ms"] = (read - t0) * 1e3 if read else 0.0
+    out["durable_ms"] = (durable - t0) * 1e3 if durable else 0.0
     out["pps"] = burst.packets / (done - t0) if done else 0.0
     out["stored_pps"] = burst.packets / (stored - t0) if stored else 0.0
     return out
@@ -258,7 +300,9 @@ def main() -> int:
             s = sink_throughput(sink, burst, warm)
             c = collector_throughput(burst, warm, tmp)
             log(f"  run {i + 1}: sink {s['pps']:,.0f} packets/s (received {s['received']}), "
-                f"collector {c['pps']:,.0f} packets/s to durable, {c['stored_pps']:,.0f} to "
+                f"collector {c['pps']:,.0f} packets/s to durable (all read at "
+                f"{c['read_ms']:.1f} ms, last durable at {c['durable_ms']:.1f} ms), "
+                f"{c['stored_pps']:,.0f} to "
                 f"analysed and in SQLite (lost {c['lost']}, "
                 f"{c['complete_exact']}/{args.dumps} dumps stored complete and exact)")
             sinks.append(s)

@@ -102,6 +102,7 @@ struct nrx_stats {
 	uint64_t group_flushes;	/* groups passed on before they were whole */
 	uint64_t group_bytes;	/* bytes of group buffers now, spare ones included */
 	uint64_t groups;	/* dumps held now */
+	uint64_t last_read_ns;	/* CLOCK_REALTIME the last datagram was read, ns */
 };
 
 /* The packets of one dump held by the thread (see "Grouping" above). */
@@ -336,6 +337,7 @@ static void sync_stats(struct nrx *r)
 	r->st.group_flushes = r->own.group_flushes;
 	r->st.group_bytes = r->own.group_bytes;
 	r->st.groups = r->own.groups;
+	r->st.last_read_ns = r->own.last_read_ns;
 	r->st.ring_used = r->used;
 }
 
@@ -770,6 +772,8 @@ static int handle(struct nrx *r, struct batch *b)
 		r->ovfl = b->drops;
 		r->own.ovfl = b->drops;
 	}
+	if (b->n)
+		r->own.last_read_ns = (uint64_t)(b->arrival * 1e9);
 	for (i = 0; i < b->n; i++) {
 		struct msghdr *mh = &b->msgs[i].msg_hdr;
 		uint32_t len = b->msgs[i].msg_len;

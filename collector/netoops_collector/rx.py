@@ -29,7 +29,7 @@ _REC = struct.Struct("<IHBB16sd")      # len, port, family, flags, address, arri
 _REC_SIZE = _REC.size                   # 32
 _STAT_NAMES = ("packets", "duplicates", "kernel_drops", "ring_waits", "ring_used_max",
                "ring_used", "ovfl", "error", "exited", "grouped", "group_flushes",
-               "group_bytes", "groups")
+               "group_bytes", "groups", "last_read_ns")
 DEFAULT_RING = 256 << 20
 _TAKE = 4 << 20
 _CUT, _GROUP, _WHOLE = 1, 2, 4

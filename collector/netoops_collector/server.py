@@ -44,6 +44,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
@@ -91,6 +92,13 @@ def keep_freed_memory() -> None:
         libc.mallopt(-1, 512 << 20)    # M_TRIM_THRESHOLD
     except (OSError, AttributeError):  # not glibc
         pass
+
+
+def _iso_us(t: float) -> str:
+    """Wall time ``t`` as ISO 8601 UTC with microseconds ("never" for 0)."""
+    if not t:
+        return "never"
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def escape(text: str) -> str:
@@ -309,6 +317,7 @@ class Server:
         self._spool_uid = 0
         self._sources: dict[tuple, tuple[str, int]] = {}  # type: ignore[type-arg]
         self._drops: dict[int, int] = {}                    # socket fd -> kernel count
+        self._last_read = 0.0                               # wall time of the last datagram
         # Delays in the current log interval: datagram queued in the C ring
         # until Python took it, and dump finalised until it was committed.
         self._lag = {"queue": 0.0, "durable": 0.0, "store": 0.0}
@@ -416,6 +425,7 @@ class Server:
             self.stats["duplicates"] += dups
             self.stats["kernel_drops"] += st["kernel_drops"] - seen["kernel_drops"]
         seen.update((k, st[k]) for k in seen)
+        self._last_read = max(self._last_read, st["last_read_ns"] / 1e9)
         # What Python reads from the socket later reports the kernel's total again.
         self._drops[receiver.sock.fileno()] = int(st["ovfl"])
 
@@ -534,11 +544,13 @@ class Server:
                 self.log("journal writable again")
             self._journal_failing = False
             self._durable += len(dumps)
-            delay = max(0.0, time.time() - min(d.finalised for d in dumps))
+            synced = time.time()
+            delay = max(0.0, synced - min(d.finalised for d in dumps))
             self._lag["durable"] = max(self._lag["durable"], delay)
             if self.cfg.log_journal:
                 self.log(f"journal: {len(dumps)} dump(s) durable, {self._durable} this "
-                         f"run; {delay:.3f}s after they were finalised")
+                         f"run; {delay:.3f}s after they were finalised; synced at "
+                         f"{_iso_us(synced)}")
         with self._cv:
             self._ready.extend(dumps)
             self._cv.notify()
@@ -716,6 +728,8 @@ class Server:
         except OSError as err:  # e.g. ICMP errors reported on the socket
             self.log(f"receive error: {err}")
             n -= 1
+        if n > 0:
+            self._last_read = time.time()
         if anc:     # the kernel's drop count for this socket, as of the last datagram
             for level, kind, data in anc:
                 if level == socket.SOL_SOCKET and kind == _SO_RXQ_OVFL and len(data) >= 4:
@@ -995,7 +1009,8 @@ class Server:
                  f"({self.reasm.held_bytes} bytes held); unsaved {len(self._pending)}, "
                  f"database errors {st['store_errors']}, journal errors {st['journal_errors']}; "
                  f"delays (most in this interval): queued {lag['queue']:.3f}s, finalised "
-                 f"to durable {lag['durable']:.3f}s, to stored {lag['store']:.3f}s")
+                 f"to durable {lag['durable']:.3f}s, to stored {lag['store']:.3f}s; last "
+                 f"datagram read at {_iso_us(self._last_read)}")
         self._logged = dict(st)
 
     def close(self) -> None:

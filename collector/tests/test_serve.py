@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -245,11 +246,16 @@ def test_kernel_drops_are_counted_and_logged(tmp_path: Path, serve_factory):
     finally:
         os.kill(srv.proc.pid, signal.SIGCONT)
     srv.wait_for("counters: packets")
+    sent = time.time()
     udp(srv.port, [b"y"])                      # the count rides on each datagram
     time.sleep(0.5)
     assert srv.stop() == 0
     line = [x for x in srv.lines if "counters: packets" in x][-1]
     drops = int(line.split("kernel drops ")[1].split(";")[0])
+    # the time the last datagram was read, by the receiver's own clock
+    read_at = datetime.strptime(line.split("last datagram read at ")[1].strip(),
+                                "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    assert sent <= read_at.timestamp() <= sent + 0.5
     c = cli_json("--db", db, "stats")["counters"]
     assert c["kernel_drops"] > 0
     assert c["kernel_drops"] + c["packets"] == 3001
