@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from dumps import RawDump, group
-from harness import HOST_MAC, Guest, GuestResult, Netns
+from harness import HOST_MAC, Guest, GuestResult, Listener, Netns
 from netoops_collector import proto
 
 BLOB = "fleet-a/rack-7"
@@ -37,6 +37,8 @@ class Crash:
     dumps: list[RawDump]
     packets: int
     nic: str = "virtio"
+    # the dumps by the address they came from (a guest with two NICs)
+    by_source: dict[str, list[RawDump]] = field(default_factory=dict)
 
     def panic_report(self) -> dict[str, int]:
         """netoops's counters after the panic dump, from the console."""
@@ -80,13 +82,15 @@ class Crash:
 def _start(ns: Netns, script: str = "netoops_crash", *, how: str = "sysrq",
            allow: list[str] = (), cmdline: str = "", args: dict | None = None,
            family: str = "inet", timeout: float = 240, index: int = 0,
-           kernel: str | None = None, nic: str = "virtio", initrd: str = "",
-           memory: str = "1G", when_armed: Callable[[Guest], None] | None = None):
+           kernel: str | None = None, nic: str = "virtio", nic2: str = "",
+           initrd: str = "",
+           memory: str = "1G", when_armed: Callable[[Guest, Listener], None] | None = None):
     port = ns.udp_listener(proto.PORT, family=family)
     pad = {} if kernel == "stock" else {"pad": str(PAD_BYTES)}
     guest = Guest(ns, script, index=index, timeout=timeout, allow=allow,
                   cmdline=cmdline, monitor=when_armed is not None,
-                  kernel_flavour=kernel, nic=nic, initrd=initrd, memory=memory,
+                  kernel_flavour=kernel, nic=nic, nic2=nic2, initrd=initrd,
+                  memory=memory,
                   args={"hostmac": HOST_MAC, "how": how,
                         "bootid": str(BOOT_ID), "blob": BLOB,
                         **pad, **(args or {})}).start()
@@ -96,16 +100,21 @@ def _start(ns: Netns, script: str = "netoops_crash", *, how: str = "sysrq",
 def _finish(port, guest: Guest) -> Crash:
     res = guest.wait()
     packets = port.wait(10**6, timeout=3)
-    return Crash(res, group([p for _, p in packets]), len(packets), guest.nic)
+    sources: dict[str, list[bytes]] = {}
+    for src, p in packets:
+        sources.setdefault(src.rsplit(":", 1)[0], []).append(p)
+    return Crash(res, group([p for _, p in packets]), len(packets), guest.nic,
+                 {src: group(ps) for src, ps in sources.items()})
 
 
 def crash(script: str = "netoops_crash", **kw) -> Crash:
     """Boot one guest running ``script``, let it crash, return the dumps.
 
     Keywords: how, allow, cmdline, args (nto.* values), family (of the
-    listener), timeout, kernel (flavour), nic (harness.NICS), initrd
-    ("kdump"), memory, when_armed (called with the guest
-    once it reports "armed", e.g. to inject an NMI).
+    listener), timeout, kernel (flavour), nic (harness.NICS), nic2 (a
+    second NIC, eth1, at the guest's ip2), initrd
+    ("kdump"), memory, when_armed (called with the guest and the
+    listener once the guest reports "armed", e.g. to inject an NMI).
     """
     return crash_many({"one": dict(kw, script=script)})["one"]
 
@@ -126,7 +135,7 @@ def crash_many(specs: dict[str, dict], parallel: int = 4) -> dict[str, Crash]:
                 if armed is not None:
                     assert guest.wait_for_result("armed", timeout=guest.timeout), \
                         f"{name}: {guest.name} never armed"
-                    armed(guest)
+                    armed(guest, port)
             for name, armed, port, guest in runs:
                 out[name] = _finish(port, guest)
     return out

@@ -325,11 +325,14 @@ class Guest:
                  kernel_flavour: str | None = None, smp: int = 2,
                  memory: str = "1G", cmdline: str = "",
                  disks: Sequence[Path | Disk] = (), monitor: bool = False,
-                 nic: str = "virtio", initrd: str = ""):
-        if nic not in NICS:
-            raise ValueError(f"unknown NIC {nic!r}: one of {sorted(NICS)}")
+                 nic: str = "virtio", nic2: str = "", initrd: str = ""):
+        for n in (nic, nic2 or nic):
+            if n not in NICS:
+                raise ValueError(f"unknown NIC {n!r}: one of {sorted(NICS)}")
         self.ns = ns
         self.nic = nic
+        # a second NIC (eth1) on the same bridge, at self.ip2, if given
+        self.nic2 = nic2
         # "kdump": the initramfs with kexec and a capture kernel (mkinitramfs.sh)
         self.initrd = initrd
         self.script = script
@@ -350,6 +353,8 @@ class Guest:
         self.ip = f"192.0.2.{2 + index}"
         self.ip6 = f"2001:db8::{2 + index}"
         self.mac = f"52:54:00:6e:74:{2 + index:02x}"
+        self.ip2 = f"192.0.2.{130 + index}"
+        self.mac2 = f"52:54:00:6e:74:{130 + index:02x}"
         self.proc: subprocess.Popen | None = None
         base = ns.tmp if ns else Path(tempfile.mkdtemp(prefix="nto-guest-"))
         # A guest without a namespace owns its directory: removed once it is
@@ -381,6 +386,8 @@ class Guest:
                   "net.ifnames=0", f"nto.test={self.script}"]
         if self.ns:
             params.append(f"nto.ip={self.ip}")
+            if self.nic2:
+                params.append(f"nto.ip2={self.ip2}")
         params += [f"nto.{k}={v}" for k, v in self.args.items()]
         if self.cmdline:
             params.append(self.cmdline)
@@ -410,6 +417,10 @@ class Guest:
             addr = f",addr={nic_addr}" if nic_addr else ""
             argv += ["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
                      "-device", f"{NICS[self.nic]},netdev=n0,mac={self.mac}{addr}"]
+            if self.nic2:
+                tap = self.ns.add_tap()
+                argv += ["-netdev", f"tap,id=n1,ifname={tap},script=no,downscript=no",
+                         "-device", f"{NICS[self.nic2]},netdev=n1,mac={self.mac2}"]
         return argv
 
     def start(self) -> "Guest":
