@@ -10,9 +10,10 @@
 # - downloads linux-image-<abi>-amd64-unsigned into CACHE/debs and unpacks
 #   it (dpkg-deb -x) into CACHE/stock/<release>/,
 # - builds CACHE/initramfs-stock.cpio: busybox, qemu/init, the package's
-#   own modules the guests need (virtio_pci, virtio_net, configfs, veth and
-#   their dependencies, loaded by /init in order), its netconsole.ko as the
-#   reference peer, and our modules built against its headers.
+#   own modules the guests need (virtio_pci, virtio_net, e1000, e1000e,
+#   configfs, veth and their dependencies, loaded by /init in order), its
+#   netconsole.ko as the reference peer, and our modules built against its
+#   headers.
 #
 # CACHE/stock/kernel is the vmlinuz to boot, CACHE/stock/release its release.
 # Every step is skipped when its output is there for the same release.
@@ -79,7 +80,8 @@ done
 # load order (a dependency before the modules that need it)
 kdir=$root/lib/modules/$rel
 order=$cache/stock/modules.order
-/usr/bin/python3 - "$kdir/modules.dep" virtio_pci virtio_net configfs veth \
+/usr/bin/python3 - "$kdir/modules.dep" virtio_pci virtio_net e1000 e1000e \
+	configfs veth \
 	>"$order" <<'PY'
 import os, sys
 deps = {}
