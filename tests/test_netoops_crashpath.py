@@ -53,6 +53,10 @@ def inject_nmi(guest: Guest, port: Listener) -> None:
     guest.hmp("nmi")
 
 
+def serial_sysrq_y(guest: Guest, port: Listener) -> None:
+    guest.serial_break(b"y")
+
+
 # Every single-guest crash of this file.  They boot one at a time: on two
 # cores, parallel debug guests are slower in all and stall in early boot.
 SPECS = {
@@ -60,7 +64,8 @@ SPECS = {
                           nic="e1000"),
     "oops2": dict(how="oops2", cmdline="oops=panic", allow=ALLOW_FATAL, nic="e1000e"),
     "concurrent": dict(script="netoops_concurrent", allow=ALLOW_SYSRQ, nic="e1000"),
-    "irqsoft": dict(script="netoops_irqsoft", allow=ALLOW_SYSRQ),
+    "irqsoft": dict(script="netoops_irqsoft", allow=ALLOW_SYSRQ, console_input=True,
+                    when_armed=serial_sysrq_y),
     # An NMI in the idle loop on virtio-net; on e1000 and e1000e one that
     # lands while a soft dump is being sent through both.
     "nmi-virtio": dict(how="nmi", cmdline="unknown_nmi_panic", nic="virtio",
@@ -161,8 +166,10 @@ def test_panic_while_another_cpu_sends_a_soft_dump(ran):
 
 
 def test_soft_dump_in_hard_irq_context_makes_way_for_a_panic(ran):
-    """CPU 0 sends a soft dump from a hard interrupt, with interrupts off
-    for the whole dump, when CPU 1 panics: the soft dump returns at its next
+    """CPU 0 sends a soft dump from a hard interrupt (a break and "y" on the
+    serial console: sysrq y in the UART's interrupt handler), with
+    interrupts off for the whole dump, when CPU 1 panics: the soft dump
+    returns at its next
     packet (panic_on_other_cpu(), core hook 0007), so the panic's stop
     interrupt reaches CPU 0.  Without the hook the panic waits a second
     and stops CPU 0 with an NMI, wherever it is in netpoll."""
@@ -172,6 +179,7 @@ def test_soft_dump_in_hard_irq_context_makes_way_for_a_panic(ran):
     panic = [d for d in c.dumps if d.same("type") == proto.TYPE_OOPS]
     assert len(soft) == 1 and len(panic) == 1, [d.dump_id for d in c.dumps]
     assert len(soft[0].packets) < proto.RETRANSMIT_COUNT * soft[0].count
+    assert "sysrq: Trigger a soft dump" in text_of(soft[0])
     panic[0].assert_complete()
     c.assert_pool_clean(panic[0])
     assert "Shutting down cpus with NMI" not in c.result.console

@@ -21,10 +21,6 @@
  *   insmod nto_crash.ko mode=oopslocked NULL dereference with the task's
  *                                    own lock held: do_exit() then spins on
  *                                    it (a soft lockup after the oops)
- *   insmod nto_crash.ko mode=irqsoft stay loaded; 10 ms later a hard
- *                                    interrupt on this CPU asks for a soft
- *                                    dump (sysrq y), as a serial break or
- *                                    Alt-SysRq-y on a keyboard would
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -33,7 +29,6 @@
 #include <linux/bug.h>
 #include <linux/delay.h>
 #include <linux/gfp.h>
-#include <linux/hrtimer.h>
 #include <linux/kdebug.h>
 #include <linux/kthread.h>
 #include <linux/list.h>
@@ -45,12 +40,11 @@
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/string.h>
-#include <linux/sysrq.h>
 #include <linux/timer.h>
 
 static char *mode = "";
 module_param(mode, charp, 0400);
-MODULE_PARM_DESC(mode, "null, timer, gpf, bug, warn, lockup, oops2, hang, oom, trigger, nested, oopslocked or irqsoft");
+MODULE_PARM_DESC(mode, "null, timer, gpf, bug, warn, lockup, oops2, hang, oom, trigger, nested or oopslocked");
 
 static unsigned int lockup_secs = 30;
 module_param(lockup_secs, uint, 0400);
@@ -230,16 +224,6 @@ static noinline void nto_crash_oopslocked(void)
 	task_unlock(current);
 }
 
-/* mode=irqsoft: sysrq y from hard-interrupt context */
-static struct hrtimer nto_crash_hrtimer;
-static bool nto_crash_hrtimer_started;
-
-static enum hrtimer_restart nto_crash_irqsoft_fn(struct hrtimer *t)
-{
-	handle_sysrq('y');
-	return HRTIMER_NORESTART;
-}
-
 static int __init nto_crash_init(void)
 {
 	/* The tests compare this with the RIP that netoops sends. */
@@ -280,22 +264,12 @@ static int __init nto_crash_init(void)
 		nto_crash_null_deref();
 	} else if (!strcmp(mode, "oopslocked")) {
 		nto_crash_oopslocked();
-	} else if (!strcmp(mode, "irqsoft")) {
-		hrtimer_init(&nto_crash_hrtimer, CLOCK_MONOTONIC,
-			     HRTIMER_MODE_REL_PINNED_HARD);
-		nto_crash_hrtimer.function = nto_crash_irqsoft_fn;
-		hrtimer_start(&nto_crash_hrtimer, ms_to_ktime(10),
-			      HRTIMER_MODE_REL_PINNED_HARD);
-		nto_crash_hrtimer_started = true;
-		return 0;
 	}
 	return -EINVAL;
 }
 
 static void __exit nto_crash_exit(void)
 {
-	if (nto_crash_hrtimer_started)
-		hrtimer_cancel(&nto_crash_hrtimer);
 	if (!strcmp(mode, "nested"))
 		unregister_die_notifier(&nto_crash_die_nb);
 	proc_remove(nto_crash_proc);

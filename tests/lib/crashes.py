@@ -82,7 +82,7 @@ def _start(ns: Netns, script: str = "netoops_crash", *, how: str = "sysrq",
            allow: list[str] = (), cmdline: str = "", args: dict | None = None,
            family: str = "inet", timeout: float = 240, index: int = 0,
            kernel: str | None = None, nic: str = "virtio", nic2: str = "",
-           initrd: str = "",
+           initrd: str = "", console_input: bool = False,
            memory: str = "1G", when_armed: Callable[[Guest, Listener], None] | None = None):
     port = ns.udp_listener(proto.PORT, family=family)
     if kernel == "stock":
@@ -91,7 +91,7 @@ def _start(ns: Netns, script: str = "netoops_crash", *, how: str = "sysrq",
     guest = Guest(ns, script, index=index, timeout=timeout, allow=allow,
                   cmdline=cmdline, monitor=when_armed is not None,
                   kernel_flavour=kernel, nic=nic, nic2=nic2, initrd=initrd,
-                  memory=memory,
+                  memory=memory, console_input=console_input,
                   args={"hostmac": HOST_MAC, "how": how,
                         "bootid": str(BOOT_ID), "blob": BLOB,
                         "pad": str(PAD_BYTES), **(args or {})}).start()
@@ -113,7 +113,8 @@ def crash(script: str = "netoops_crash", **kw) -> Crash:
 
     Keywords: how, allow, cmdline, args (nto.* values), family (of the
     listener), timeout, kernel (flavour), nic (harness.NICS), nic2 (a
-    second NIC, eth1, at the guest's ip2), initrd
+    second NIC, eth1, at the guest's ip2), console_input (for
+    Guest.serial_break), initrd
     ("kdump"), memory, when_armed (called with the guest and the
     listener once the guest reports "armed", e.g. to inject an NMI).
     """

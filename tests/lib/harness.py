@@ -325,7 +325,8 @@ class Guest:
                  kernel_flavour: str | None = None, smp: int = 2,
                  memory: str = "1G", cmdline: str = "",
                  disks: Sequence[Path | Disk] = (), monitor: bool = False,
-                 nic: str = "virtio", nic2: str = "", initrd: str = ""):
+                 nic: str = "virtio", nic2: str = "", initrd: str = "",
+                 console_input: bool = False):
         for n in (nic, nic2 or nic):
             if n not in NICS:
                 raise ValueError(f"unknown NIC {n!r}: one of {sorted(NICS)}")
@@ -362,6 +363,10 @@ class Guest:
         self._own_tmp = None if ns else base
         self.monitor_path = base / f"{script}-{index}.monitor" if monitor else None
         self.console_path = base / f"{script}-{index}.console"
+        # console_input: the console (ttyS0) is also a telnet socket, so that
+        # serial_break() can send a break, QEMU logging its output as before
+        self.console_sock = (base / f"{script}-{index}.console.sock"
+                             if console_input else None)
         self.result_path = base / f"{script}-{index}.result"
         self.started = 0.0
         self.retried = False
@@ -408,7 +413,7 @@ class Guest:
                 "-nodefaults", "-nographic", "-no-reboot",
                 "-kernel", str(kernel), "-initrd", str(initrd),
                 "-append", " ".join(params),
-                "-serial", f"file:{self.console_path}",
+                *self._console_argv(),
                 "-serial", f"file:{self.result_path}"]
         if self.monitor_path:
             argv += ["-monitor", f"unix:{self.monitor_path},server=on,wait=off"]
@@ -422,6 +427,28 @@ class Guest:
                 argv += ["-netdev", f"tap,id=n1,ifname={tap},script=no,downscript=no",
                          "-device", f"{NICS[self.nic2]},netdev=n1,mac={self.mac2}"]
         return argv
+
+    def _console_argv(self) -> list[str]:
+        if not self.console_sock:
+            return ["-serial", f"file:{self.console_path}"]
+        return ["-chardev", f"socket,id=con0,path={self.console_sock},server=on,"
+                f"wait=off,telnet=on,logfile={self.console_path},logappend=on",
+                "-serial", "chardev:con0"]
+
+    def serial_break(self, then: bytes) -> None:
+        """A break on the console's serial line (telnet's IAC BRK, which
+        QEMU turns into one), then the bytes ``then``: with the kernel's
+        MAGIC_SYSRQ_SERIAL, b"y" after a break is sysrq y, handled in the
+        UART's interrupt handler."""
+        if not self.console_sock:
+            raise RuntimeError(f"{self.name} was started without console_input=True")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            sock.connect(str(self.console_sock))
+            sock.sendall(b"\xff\xf3")
+            time.sleep(0.2)
+            sock.sendall(then)
+            time.sleep(0.2)
 
     def start(self) -> "Guest":
         self.console_path.parent.mkdir(parents=True, exist_ok=True)
