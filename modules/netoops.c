@@ -150,7 +150,10 @@ MODULE_PARM_DESC(dump_limit,
 
 /* A send to this target faulted: later dumps leave it alone. */
 #define NETOOPS_TARGET_FAULTED	BIT(0)
-/* The panic dump found its device unable to transmit, for good */
+/*
+ * The panic dump found its device unable to transmit, or not letting go of
+ * what it was given, for good
+ */
 #define NETOOPS_TARGET_STALLED	BIT(1)
 
 /*
@@ -266,8 +269,19 @@ static void netoops_pause(unsigned int us)
  * Most NICs let go only in their NAPI poll, which nothing runs after a
  * panic, and stop their transmit queue when the ring is nearly full: the
  * dump then reaps the completions itself (netoops_reap_until()).
+ *
+ * Some devices never let go after a panic: a veth hands its packets to its
+ * peer's backlog, which nothing processes any more.  With other targets to
+ * send to, a target that holds NETOOPS_SKBS_PER_TARGET or more pool skbs
+ * gets another only while more than that many are free; otherwise it waits
+ * for reaping to bring it under its share, and is left alone if that does
+ * not happen: such a device pins at most three quarters of the pool, and
+ * the other targets go on with the rest.  A lone target, and a device that
+ * frees sent skbs in its own transmit routine (virtio-net), are reaped only
+ * when the pool is empty.
  */
 #define NETOOPS_SKBS		64
+#define NETOOPS_SKBS_PER_TARGET	(NETOOPS_SKBS / 4)
 #define NETOOPS_SKB_BYTES	2048	/* headroom, headers and one payload */
 /* How long a panic dump reaps completions for one packet, at most */
 #define NETOOPS_REAP_US		20000
@@ -276,6 +290,8 @@ static void netoops_pause(unsigned int us)
 #define NETOOPS_REAP_STEP_US	10
 
 static struct sk_buff *netoops_skbs[NETOOPS_SKBS];
+/* The target each pool skb was last sent to */
+static struct netpoll_target *netoops_skb_target[NETOOPS_SKBS];
 static unsigned int netoops_skb_next;
 static bool netoops_pool_dry;		/* a wait for a pool skb ran out */
 
@@ -295,20 +311,27 @@ static bool netoops_target_usable(struct netpoll_target *nt)
 	       netif_running(dev) && netif_carrier_ok(dev);
 }
 
-static struct sk_buff *netoops_pool_find(void)
+static bool netoops_skb_held(const struct sk_buff *skb)
+{
+	return refcount_read(&skb->users) != 1 ||
+	       atomic_read(&skb_shinfo(skb)->dataref) != 1;
+}
+
+/* A free pool skb, now @nt's, or NULL */
+static struct sk_buff *netoops_pool_find(struct netpoll_target *nt)
 {
 	unsigned int i;
 
 	for (i = 0; i < NETOOPS_SKBS; i++) {
-		struct sk_buff *skb;
+		unsigned int slot = (netoops_skb_next + i) % NETOOPS_SKBS;
+		struct sk_buff *skb = netoops_skbs[slot];
 		void *head;
 
-		skb = netoops_skbs[(netoops_skb_next + i) % NETOOPS_SKBS];
-		if (refcount_read(&skb->users) != 1 ||
-		    atomic_read(&skb_shinfo(skb)->dataref) != 1)
+		if (netoops_skb_held(skb))
 			continue;
 		smp_rmb();	/* the driver's last access, before our reuse */
-		netoops_skb_next = (netoops_skb_next + i + 1) % NETOOPS_SKBS;
+		netoops_skb_next = (slot + 1) % NETOOPS_SKBS;
+		netoops_skb_target[slot] = nt;
 		head = skb->head;
 		memset(skb, 0, offsetof(struct sk_buff, tail));
 		return build_skb_around(skb, head, 0);
@@ -421,12 +444,46 @@ static bool netoops_reap_until(bool (*ready)(void *arg), void *arg,
 	return true;
 }
 
+struct netoops_pool_wait {
+	struct netpoll_target	*nt;
+	struct sk_buff		*skb;
+};
+
 static bool netoops_pool_ready(void *arg)
 {
-	struct sk_buff **skb = arg;
+	struct netoops_pool_wait *w = arg;
 
-	*skb = netoops_pool_find();
-	return *skb;
+	w->skb = netoops_pool_find(w->nt);
+	return w->skb;
+}
+
+/*
+ * May @arg (a target) take another pool skb: does it hold fewer than its
+ * share, or are more than that many free?
+ */
+static bool netoops_share_ready(void *arg)
+{
+	unsigned int i, held = 0, free = 0;
+
+	for (i = 0; i < NETOOPS_SKBS; i++) {
+		if (!netoops_skb_held(netoops_skbs[i]))
+			free++;
+		else if (netoops_skb_target[i] == arg)
+			held++;
+	}
+	return held < NETOOPS_SKBS_PER_TARGET || free > NETOOPS_SKBS_PER_TARGET;
+}
+
+/* Is @nt the only target the panic dump still sends to? */
+static bool netoops_lone_target(struct netpoll_target *nt)
+{
+	struct netpoll_target *other;
+
+	netpoll_targets_for_each(other, &netoops_targets)
+		if (other != nt && netoops_target_usable(other) &&
+		    !(READ_ONCE(other->flags) & NETOOPS_TARGET_STALLED))
+			return false;
+	return true;
 }
 
 static bool netoops_queues_ready(void *arg)
@@ -446,8 +503,10 @@ static bool netoops_queues_ready(void *arg)
  * netpoll's queue (every later one would queue behind it).  A stopped
  * queue (the ring is nearly full; netoops cannot tell which queue netpoll
  * will pick, so every queue counts) is reaped until it wakes: netpoll would
- * poll it only with the driver's controller.  A device that fails once is
- * left alone for the rest of the panic.
+ * poll it only with the driver's controller.  Nor when the target holds
+ * its share of the pool, other targets need the rest, and reaping frees
+ * none of it.  A device that fails once is left alone for the rest of the
+ * panic.
  */
 static bool netoops_dev_ready(struct netpoll_target *nt)
 {
@@ -457,7 +516,9 @@ static bool netoops_dev_ready(struct netpoll_target *nt)
 
 	if (!(READ_ONCE(nt->flags) & NETOOPS_TARGET_STALLED) && ni &&
 	    !skb_queue_len(&ni->txq) && !netoops_dev_locked(dev) &&
-	    netoops_reap_until(netoops_queues_ready, dev, &dry))
+	    netoops_reap_until(netoops_queues_ready, dev, &dry) &&
+	    (netoops_lone_target(nt) ||
+	     netoops_reap_until(netoops_share_ready, nt, &dry)))
 		return true;
 	WRITE_ONCE(nt->flags, nt->flags | NETOOPS_TARGET_STALLED);
 	return false;
@@ -472,6 +533,7 @@ static void netoops_send_pool(struct netpoll_target *nt, const void *msg,
 	int ip_len = udp_len + (np->ipv6 ? sizeof(struct ipv6hdr) :
 					   sizeof(struct iphdr));
 	int reserve = LL_RESERVED_SPACE(np->dev);
+	struct netoops_pool_wait w = { .nt = nt };
 	static atomic_t ip_ident;
 	struct sk_buff *skb;
 	struct udphdr *udph;
@@ -485,10 +547,11 @@ static void netoops_send_pool(struct netpoll_target *nt, const void *msg,
 		atomic_inc(&netoops_stalled_skips);
 		return;
 	}
-	if (!netoops_reap_until(netoops_pool_ready, &skb, &netoops_pool_dry)) {
+	if (!netoops_reap_until(netoops_pool_ready, &w, &netoops_pool_dry)) {
 		atomic_inc(&netoops_skb_drops);
 		return;
 	}
+	skb = w.skb;
 	skb_reserve(skb, reserve + ip_len - len);
 	skb_put_data(skb, msg, len);
 

@@ -81,6 +81,8 @@ SPECS = {
                        cmdline="oops=panic", args={"when": "oops"}, nic="e1000e"),
     "stuck": dict(script="netoops_fault", allow=ALLOW_SYSRQ, args={"when": "stuck"},
                   nic="e1000"),
+    "hold": dict(script="netoops_fault", allow=ALLOW_SYSRQ, args={"when": "hold"},
+                 nic="e1000e"),
     "storm": dict(script="netoops_storm", allow=ALLOW_STORM, timeout=400,
                   args={"limit": "5"}, nic="e1000e"),
     **{f"oom-{nic}": dict(how="oom", allow=ALLOW_OOM, timeout=400, nic=nic)
@@ -267,6 +269,27 @@ def test_a_device_that_never_transmits_does_not_starve_the_others(ran):
     assert rep["sent"] == len(dump.packets) + 1, rep
     assert rep["stalled"] == len(dump.packets) - 1, rep
     assert len(dump.packets) == proto.RETRANSMIT_COUNT * dump.count
+
+
+def test_a_device_that_never_lets_go_pins_only_its_share_of_the_pool(ran):
+    """A target whose device keeps every packet it is given (as a veth does:
+    its peer's backlog never runs after a panic), in front of a healthy
+    e1000e target: it keeps what it took until the pool of 64 skbs first
+    ran dry (about half, taking turns with e1000e), is then left alone, and
+    the panic dump goes out whole through e1000e."""
+    c = ran["hold"]
+    c.result.assert_crashed()
+    dump = c.only_dump()
+    dump.assert_complete()
+    check_header(dump)
+    rep = c.panic_report()
+    assert (rep["dropped"], rep["unfit"]) == (0, 0), rep
+    assert rep["polls"] > 0, rep
+    assert len(dump.packets) == proto.RETRANSMIT_COUNT * dump.count
+    # ntofault0 holds what it was sent, every later packet to it skipped
+    held = rep["sent"] - len(dump.packets)
+    assert 16 <= held <= 64 - 16, rep
+    assert rep["stalled"] == len(dump.packets) - held, rep
 
 
 def test_oops_storm_is_capped_and_the_panic_still_goes_out(ran):

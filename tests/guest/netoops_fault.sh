@@ -11,6 +11,8 @@
 #   stuck  no fault: ntofault0 refuses every packet of the panic dump, so
 #          netpoll parks them on its queue; netoops must leave that device
 #          alone rather than pin its skbs there
+#   hold   no fault: ntofault0 keeps every packet of the panic dump (as a
+#          veth does); it must pin no more than its share of the pool
 . /tests/lib.sh
 . /tests/netoops_lib.sh
 kmod nto_faultdev
@@ -24,11 +26,11 @@ echo ntofault0 >$cfg/faulty/dev_name
 echo 198.51.100.1 >$cfg/faulty/local_ip
 echo 198.51.100.2 >$cfg/faulty/remote_ip
 echo 1 >$cfg/faulty/enabled || fail "enable the faulty target"
-if [ "$(arg when soft)" = stuck ]; then
-	echo 1 >/sys/module/nto_faultdev/parameters/busy
-else
-	echo 1 >/sys/module/nto_faultdev/parameters/fault
-fi
+case $(arg when soft) in
+stuck) echo 1 >/sys/module/nto_faultdev/parameters/busy ;;
+hold) echo 1 >/sys/module/nto_faultdev/parameters/hold ;;
+*) echo 1 >/sys/module/nto_faultdev/parameters/fault ;;
+esac
 case $(arg when soft) in
 soft)
 	# The soft dump oopses the shell that asked for it.
@@ -36,7 +38,7 @@ soft)
 	result alive
 	result counters "$(counters)"
 	echo c >/proc/sysrq-trigger ;;
-panic|stuck)
+panic|stuck|hold)
 	echo c >/proc/sysrq-trigger ;;
 oops)
 	insmod /lib/modules/nto/nto_crash.ko mode=null ;;

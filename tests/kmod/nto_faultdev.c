@@ -6,6 +6,9 @@
  * a NIC driver that crashes under the netoops dump.  With the busy
  * parameter set instead it tells netpoll that its ring is full, for good:
  * a device whose transmit lock a stopped CPU holds, as netpoll sees it.
+ * With the hold parameter set it takes what netpoll gives it and never lets
+ * go: a veth, whose peer's backlog nothing processes after a panic, or a
+ * NIC whose completions never come.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -23,7 +26,12 @@ static bool busy;
 module_param(busy, bool, 0644);
 MODULE_PARM_DESC(busy, "refuse every packet from netpoll (default off)");
 
+static bool hold;
+module_param(hold, bool, 0644);
+MODULE_PARM_DESC(hold, "keep every packet from netpoll, for good (default off)");
+
 static struct net_device *nto_faultdev;
+static struct sk_buff_head nto_faultdev_held;
 
 /* Kept out of line so that the oops has a named frame of its own. */
 static noinline int *nto_faultdev_pointer(unsigned long addr)
@@ -50,7 +58,10 @@ static netdev_tx_t nto_faultdev_xmit(struct sk_buff *skb,
 		return NETDEV_TX_BUSY;
 	dev->stats.tx_packets++;
 	dev->stats.tx_bytes += skb->len;
-	dev_kfree_skb_any(skb);
+	if (READ_ONCE(hold) && irqs_disabled())
+		skb_queue_tail(&nto_faultdev_held, skb);
+	else
+		dev_kfree_skb_any(skb);
 	return NETDEV_TX_OK;
 }
 
@@ -79,6 +90,7 @@ static int __init nto_faultdev_init(void)
 {
 	int err;
 
+	skb_queue_head_init(&nto_faultdev_held);
 	nto_faultdev = alloc_etherdev(0);
 	if (!nto_faultdev)
 		return -ENOMEM;
@@ -97,6 +109,7 @@ static void __exit nto_faultdev_exit(void)
 {
 	unregister_netdev(nto_faultdev);
 	free_netdev(nto_faultdev);
+	skb_queue_purge(&nto_faultdev_held);
 }
 
 module_init(nto_faultdev_init);
