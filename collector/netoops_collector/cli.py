@@ -1,10 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""The ``netoops-collector`` command line.
-
-Exit status: 0 success, 1 no such dump, 2 bad arguments, 3 the database is
-missing, unreadable or not a collector database (query commands never create
-one), 4 serve could not listen.
-"""
+"""The ``netoops-collector`` command line (exit statuses: EXIT_STATUS)."""
 
 from __future__ import annotations
 
@@ -14,11 +9,21 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import __version__, proto, store, views
+from . import __version__, config, proto, store, views
+from .query import Filter, QueryError, parse_time
 from .reassembly import Limits
+from .retention import Retention, prune
 from .server import DEFAULT_RCVBUF, ListenError, ServeConfig, Server, parse_listen
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB, EXIT_LISTEN = 0, 1, 2, 3, 4
+EXIT_STATUS = """exit status:
+  0  success (a query that matches nothing too)
+  1  no such dump (show)
+  2  bad arguments: an unknown option, a bad time, an ambiguous or unknown
+     signature prefix
+  3  the database is missing, unreadable or not a collector database (query
+     commands never create one)
+  4  serve could not listen"""
 
 
 def _positive(kind: Callable[[str], float | int]) -> Callable[[str], float | int]:
@@ -34,6 +39,26 @@ def _positive(kind: Callable[[str], float | int]) -> Callable[[str], float | int
     return check
 
 
+def _limit(kind: Callable[[str], float | int]) -> Callable[[str], float | int]:
+    def check(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be 0 (no limit) or more: {text!r}")
+        return value
+    check.__name__ = kind.__name__
+    return check
+
+
+def _time(text: str) -> float:
+    try:
+        return parse_time(text)
+    except QueryError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _listen(text: str) -> str:
     try:
         parse_listen(text)
@@ -43,12 +68,13 @@ def _listen(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    db_help = ("the SQLite database (default: $XDG_DATA_HOME or ~/.local/share, "
-               "then netoops/collector.sqlite3)")
+    db_help = ("the SQLite database (default: $NETOOPS_DB, else $XDG_DATA_HOME or "
+               "~/.local/share, then netoops/collector.sqlite3)")
     ap = argparse.ArgumentParser(
         prog="netoops-collector",
         description="Receive netoops crash dumps over UDP, store them in SQLite "
-                    "and show them as crash reports.")
+                    "and show them as crash reports.",
+        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     ap.add_argument("--db", type=Path, help=db_help)
     common = argparse.ArgumentParser(add_help=False)
@@ -57,9 +83,26 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--json", action="store_true", help="print JSON")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    keep = argparse.ArgumentParser(add_help=False)
+    ret = Retention()
+    assert ret.max_age and ret.max_dumps and ret.max_bytes
+    keep.add_argument("--keep-days", type=_limit(float), default=ret.max_age / 86400,
+                      metavar="DAYS", help="remove dumps older than this; 0: no limit "
+                                           "(default %(default)g)")
+    keep.add_argument("--keep-dumps", type=_limit(int), default=ret.max_dumps, metavar="N",
+                      help="keep the N newest dumps; 0: no limit (default %(default)s)")
+    keep.add_argument("--keep-bytes", type=_limit(int), default=ret.max_bytes,
+                      metavar="BYTES", help="keep the newest dumps whose logs fit in BYTES; "
+                                            "0: no limit (default %(default)s)")
     lim = Limits()
-    serve = sub.add_parser("serve", parents=[common], help="receive and store dumps",
-                           description="Receive netoops dumps over UDP and store them.")
+    serve = sub.add_parser("serve", parents=[common, keep], help="receive and store dumps",
+                           description="Receive netoops dumps over UDP and store them.",
+                           epilog=EXIT_STATUS,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--config", type=Path, metavar="FILE",
+                       help="a TOML file of serve options (a key is an option's long name: "
+                            "quiet-timeout = 5, listen = [\":2004\"], db = \"...\"); "
+                            "options given here override it")
     serve.add_argument("--listen", action="append", type=_listen, metavar="HOST:PORT",
                        help="address to listen on, repeatable: HOST:PORT, [V6ADDR]:PORT "
                             "(IPv6 only), or :PORT for every IPv4 and IPv6 address on one "
@@ -114,14 +157,90 @@ def build_parser() -> argparse.ArgumentParser:
                        help="log a line each time finalised dumps are made durable in the "
                             "journal (before analysis); for benchmarks")
 
-    ls = sub.add_parser("list", parents=[query], help="list the stored dumps")
+    select = argparse.ArgumentParser(add_help=False)
+    select.add_argument("--since", type=_time, metavar="TIME",
+                        help="received at or after TIME: ISO 8601 (UTC unless it says) "
+                             "or a span back from now (90s, 30m, 2h, 7d, 2w)")
+    select.add_argument("--until", type=_time, metavar="TIME", help="received before TIME")
+    select.add_argument("--host", metavar="ADDR", help="sent from this address")
+    select.add_argument("--kernel", metavar="RELEASE", help="of this kernel release")
+    select.add_argument("--signature", metavar="PREFIX",
+                        help="of the crash signature that starts with PREFIX (as `groups` "
+                             "prints it)")
+    select.add_argument("--title", metavar="TEXT", help="whose title contains TEXT (any case)")
+    state = select.add_mutually_exclusive_group()
+    state.add_argument("--complete", dest="complete", action="store_const", const=True,
+                       help="complete dumps only")
+    state.add_argument("--partial", dest="complete", action="store_const", const=False,
+                       help="partial dumps only")
+    ls = sub.add_parser("list", parents=[query, select], help="list the stored dumps",
+                        epilog=EXIT_STATUS,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     ls.add_argument("--limit", type=_positive(int), metavar="N",
                     help="only the N most recent")
+    sub.add_parser("export", parents=[common, select],
+                   help="the dumps as JSON lines, for bulk use",
+                   description="Print each dump that the filters take as one line of JSON "
+                               "(the keys of `show --json`, with its log and frames), "
+                               "oldest first.",
+                   epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     show = sub.add_parser("show", parents=[query], help="show one dump")
     show.add_argument("id", type=int, metavar="ID", help="dump id, from `list`")
     sub.add_parser("groups", parents=[query], help="dumps grouped by crash signature")
     sub.add_parser("stats", parents=[query], help="receive statistics")
+    prune = sub.add_parser(
+        "prune", parents=[common, keep], help="apply the retention policy now",
+        description="Remove the dumps the --keep-* limits do not keep, oldest first, as\n"
+                    "serve does every minute; their groups keep their counts and first\n"
+                    "and last seen.", epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    prune.add_argument("--dry-run", action="store_true",
+                       help="say what would be removed, remove nothing")
+    prune.add_argument("--json", action="store_true", help="print JSON")
+    ap.set_defaults(serve_parser=serve)
     return ap
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments, with serve's --config file under those given."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.command != "serve" or args.config is None:
+        return args
+    try:
+        cfg = config.load(args.config, args.serve_parser)
+    except config.ConfigError as err:
+        ap.exit(EXIT_USAGE, f"netoops-collector: {err}\n")
+    listen, db = cfg.pop("listen", None), cfg.pop("db", None)
+    args.serve_parser.set_defaults(**cfg)
+    args = ap.parse_args(argv)
+    args.listen = args.listen or listen
+    if args.db is None:
+        args.db = db
+    return args
+
+
+def _retention(args: argparse.Namespace) -> Retention:
+    return Retention(max_age=args.keep_days * 86400 or None,
+                     max_dumps=args.keep_dumps or None, max_bytes=args.keep_bytes or None)
+
+
+def _prune(args: argparse.Namespace, db: Path) -> int:
+    if not db.exists():
+        raise store.StoreError(f"{db}: no such database")
+    st = store.Store(db)
+    try:
+        done = prune(st.conn, _retention(args), dry_run=args.dry_run)
+    finally:
+        st.close()
+    if args.json:
+        sys.stdout.write(views.to_json({"format": views.FORMAT, "dry_run": args.dry_run,
+                                        **done.as_dict()}))
+    else:
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{verb} {done.dumps} dump(s), {done.bytes} bytes of logs ({done.by_age} by "
+              f"age, {done.by_count} by count, {done.by_size} by size)")
+    return EXIT_OK
 
 
 def _serve(args: argparse.Namespace, db: Path) -> int:
@@ -136,7 +255,7 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                       receiver=args.receiver, ring_bytes=args.ring_bytes,
                       partial_per_source=args.partial_per_source,
                       junk_per_source=args.junk_per_source, budget_window=args.budget_window,
-                      log_journal=args.log_journal)
+                      log_journal=args.log_journal, retention=_retention(args))
     try:
         server = Server(cfg)
     except store.StoreError as err:
@@ -150,12 +269,22 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         return EXIT_LISTEN
 
 
+def _filter(args: argparse.Namespace) -> Filter:
+    return Filter(since=args.since, until=args.until, host=args.host, kernel=args.kernel,
+                  signature=args.signature, title=args.title, complete=args.complete)
+
+
 def _query(args: argparse.Namespace, db: Path) -> int:
     conn = store.open_readonly(db)
     try:
         if args.command == "list":
-            rows = store.list_dumps(conn, args.limit)
+            rows = store.list_dumps(conn, args.limit, _filter(args))
             sys.stdout.write(views.list_json(rows) if args.json else views.list_text(rows))
+        elif args.command == "export":
+            for dump_no in store.dump_ids(conn, _filter(args)):
+                dump = store.get_dump(conn, dump_no)
+                if dump is not None:
+                    sys.stdout.write(views.export_line(dump))
         elif args.command == "show":
             dump = store.get_dump(conn, args.id)
             if dump is None:
@@ -175,15 +304,20 @@ def _query(args: argparse.Namespace, db: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     db = args.db if args.db is not None else store.default_db_path()
     try:
         if args.command == "serve":
             return _serve(args, db)
+        if args.command == "prune":
+            return _prune(args, db)
         return _query(args, db)
     except store.StoreError as err:
         print(f"netoops-collector: {err}", file=sys.stderr)
         return EXIT_DB
+    except QueryError as err:
+        print(f"netoops-collector: {err}", file=sys.stderr)
+        return EXIT_USAGE
     except sqlite3.DatabaseError as err:
         print(f"netoops-collector: {db}: database error: {err}", file=sys.stderr)
         return EXIT_DB

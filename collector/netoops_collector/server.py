@@ -52,6 +52,7 @@ from . import proto, rx, views
 from .journal import Journal, JournalError
 from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
 from .report import Report, analyse
+from .retention import Retention, prune
 from .store import Store
 
 DEFAULT_RCVBUF = 32 << 20
@@ -212,6 +213,9 @@ class ServeConfig:
     budget_window: float = 3600.0
     # Log a line each time finalised dumps are made durable (benchmarks).
     log_journal: bool = False
+    # What is kept (retention.py), applied by the storing thread this often
+    retention: Retention = field(default_factory=Retention)
+    prune_interval: float = 60.0
 
 
 
@@ -461,7 +465,7 @@ class Server:
         self.log(f"database {self.cfg.db}; quiet timeout {lim.quiet_timeout:g}s; memory "
                  f"bound {lim.bound >> 20} MiB for dumps in flight and remembered; journal "
                  f"{self.journal.path(0).with_suffix('').name}.N, synced once per round "
-                 "before analysis")
+                 f"before analysis; keeping {self.cfg.retention.describe()}")
         if self.store.upgraded_from:
             self.log(f"database upgraded from schema version {self.store.upgraded_from}")
         self._load_spool()
@@ -616,8 +620,10 @@ class Server:
                      "not in the database: queued for storing")
 
     def _storing(self) -> None:
-        """The storing thread: analyse and commit, yielding to receiving."""
+        """The storing thread: analyse and commit, yielding to receiving;
+        apply the retention policy every prune_interval."""
         next_stats = self.clock() + self.cfg.stats_interval
+        next_prune = self.clock()
         while True:
             with self._cv:
                 while not self._halt:
@@ -637,6 +643,21 @@ class Server:
                 time.sleep(1.0)
             if self.clock() >= next_stats:
                 next_stats = self.clock() + self.cfg.stats_interval
+            if self.clock() >= next_prune:
+                next_prune = self.clock() + self.cfg.prune_interval
+                self._prune()
+
+    def _prune(self) -> None:
+        policy = self.cfg.retention
+        try:
+            done = prune(self.store.conn, policy)
+        except sqlite3.Error as err:
+            self.log(f"retention: database error: {err}; trying again later")
+            return
+        if done.dumps:
+            self.log(f"retention: pruned {done.dumps} dump(s), {done.bytes} bytes of logs "
+                     f"({done.by_age} by age, {done.by_count} by count, {done.by_size} by "
+                     f"size; keeping {policy.describe()})")
 
     def _receiving(self) -> bool:
         """Whether the C threads read datagrams since the last look (copies

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import proto
+from .query import Filter
 from .reassembly import Dump, format_ranges, parse_ranges
+from .retention import GROUP_HISTORY_TABLE, history
 from .report import Report, kind_of
 
 SCHEMA_VERSION = 2
@@ -149,6 +151,10 @@ class StoreError(Exception):
 
 
 def default_db_path() -> Path:
+    """$NETOOPS_DB, else collector.sqlite3 under $XDG_DATA_HOME/netoops or
+    ~/.local/share/netoops."""
+    if os.environ.get("NETOOPS_DB"):
+        return Path(os.environ["NETOOPS_DB"])
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "share")
     return Path(base) / "netoops" / "collector.sqlite3"
@@ -186,7 +192,7 @@ def _too_new(where: Path, version: int) -> StoreError:
 
 def _create(cur: sqlite3.Cursor) -> None:
     for sql in (_META_TABLE, _STATS_TABLE, _SOURCE_STATS_TABLE, _GAUGES_TABLE,
-                _dumps_table("dumps"),
+                GROUP_HISTORY_TABLE, _dumps_table("dumps"),
                 _LOGS_TABLE,
                 _frames_table("dump_frames"), _modules_table("dump_modules"), *_INDEXES):
         cur.execute(sql)
@@ -305,6 +311,7 @@ def _migrate_1_to_2(cur: sqlite3.Cursor, where: Path) -> None:
         cur.execute(sql)
     cur.execute(_SOURCE_STATS_TABLE)
     cur.execute(_GAUGES_TABLE)
+    cur.execute(GROUP_HISTORY_TABLE)
     broken = cur.execute("PRAGMA foreign_key_check").fetchall()
     if broken:
         raise StoreError(f"{where}: upgrade left rows without their dump: {broken[:5]}")
@@ -378,7 +385,8 @@ class Store:
                 self._prepare(conn)
             else:       # made before these tables were added to version 2
                 for name, sql in (("source_stats", _SOURCE_STATS_TABLE),
-                                  ("gauges", _GAUGES_TABLE)):
+                                  ("gauges", _GAUGES_TABLE),
+                                  ("group_history", GROUP_HISTORY_TABLE)):
                     if not _has_table(conn, name):
                         conn.execute(sql)
             conn.execute("PRAGMA foreign_keys=ON")
@@ -552,14 +560,24 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
     return out
 
 
-def list_dumps(conn: sqlite3.Connection, limit: int | None = None) -> list[dict[str, Any]]:
-    """One row per dump, oldest first (the last ``limit``); never reads a log."""
+def list_dumps(conn: sqlite3.Connection, limit: int | None = None,
+               filt: Filter = Filter()) -> list[dict[str, Any]]:
+    """One row per dump that ``filt`` takes, oldest first (the last
+    ``limit``); never reads a log."""
+    where, params = filt.where(conn)
     sql = ("SELECT id, received, source, source_port, boot_id, dump_id, kind,"
            " kernel_version, title, signature, complete, packet_count,"
-           " packets_received FROM dumps ORDER BY id")
+           f" packets_received FROM dumps WHERE {where} ORDER BY id")
     if limit:
         sql = f"SELECT * FROM ({sql} DESC LIMIT {int(limit)}) ORDER BY id"
-    return [_decode(r) for r in conn.execute(sql)]
+    return [_decode(r) for r in conn.execute(sql, params)]
+
+
+def dump_ids(conn: sqlite3.Connection, filt: Filter = Filter()) -> list[int]:
+    """The ids of the dumps ``filt`` takes, oldest first."""
+    where, params = filt.where(conn)
+    return [i for (i,) in conn.execute(f"SELECT id FROM dumps WHERE {where} ORDER BY id",
+                                       params)]
 
 
 def get_dump(conn: sqlite3.Connection, dump_no: int) -> dict[str, Any] | None:
@@ -582,20 +600,21 @@ def get_dump(conn: sqlite3.Connection, dump_no: int) -> dict[str, Any] | None:
 
 
 def groups(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Dumps per signature: counts, first and last seen, kernels and hosts.
+    """Dumps per signature: counts, first and last seen, kernels and hosts,
+    with what pruning removed (retention.history); ``ids`` are the dumps
+    still stored.
 
     A dump without crash text (NULL signature) is in no group; see
     :func:`ungrouped`.
     """
+    past = history(conn)
     out = []
     for r in conn.execute(
             "SELECT signature, COUNT(*) AS dumps,"
             " COUNT(DISTINCT source || ' ' || boot_id) AS boots,"
-            " COUNT(DISTINCT source) AS host_count,"
             " MIN(received) AS first_seen, MAX(received) AS last_seen,"
             " MAX(id) AS last_id"
-            " FROM dumps WHERE signature IS NOT NULL GROUP BY signature"
-            " ORDER BY dumps DESC, last_seen DESC"):
+            " FROM dumps WHERE signature IS NOT NULL GROUP BY signature"):
         g = dict(r)
         g["title"] = conn.execute("SELECT title FROM dumps WHERE id = ?",
                                   (g["last_id"],)).fetchone()[0]
@@ -605,10 +624,23 @@ def groups(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         g["hosts"] = [h for (h,) in conn.execute(
             "SELECT DISTINCT source FROM dumps WHERE signature = ? ORDER BY 1",
             (g["signature"],))]
+        old = past.pop(g["signature"], None)
+        if old is not None:
+            g.update(dumps=g["dumps"] + old["dumps"], boots=g["boots"] + old["boots"],
+                     first_seen=min(g["first_seen"], old["first_seen"]),
+                     hosts=sorted(set(g["hosts"]) | set(old["hosts"])),
+                     kernels=sorted(set(g["kernels"]) | set(old["kernels"])))
+        g["pruned"] = old["dumps"] if old else 0
         g["ids"] = [i for (i,) in conn.execute(
             "SELECT id FROM dumps WHERE signature = ? ORDER BY id", (g["signature"],))]
         out.append(g)
-    return out
+    out += [dict(g, pruned=g["dumps"], ids=[], last_id=None) for g in past.values()]
+    for g in out:
+        g["host_count"] = len(g["hosts"])
+    keys = ("signature", "dumps", "boots", "host_count", "first_seen", "last_seen",
+            "last_id", "title", "kernels", "hosts", "ids", "pruned")
+    out.sort(key=lambda g: (-g["dumps"], -g["last_seen"]))
+    return [{k: g[k] for k in keys} for g in out]
 
 
 def ungrouped(conn: sqlite3.Connection) -> int:

@@ -41,8 +41,17 @@ def when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# The version of every --json output and `export` line ("format" in each
+# object): raised when a key changes meaning or goes away.
+FORMAT = 1
+
+
 def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=False) + "\n"
+
+
+def _versioned(d: dict[str, Any]) -> dict[str, Any]:
+    return {"format": FORMAT, **d}
 
 
 def _with_times(d: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -62,7 +71,7 @@ def _state(d: dict[str, Any]) -> str:
 
 # -- list -----------------------------------------------------------------------
 def list_json(rows: list[dict[str, Any]]) -> str:
-    return to_json([_with_times(r, "received") for r in rows])
+    return to_json([_versioned(_with_times(r, "received")) for r in rows])
 
 
 def list_text(rows: list[dict[str, Any]]) -> str:
@@ -84,7 +93,13 @@ def list_text(rows: list[dict[str, Any]]) -> str:
 
 # -- show -----------------------------------------------------------------------
 def show_json(d: dict[str, Any]) -> str:
-    return to_json(_with_times(d, "received", "first_packet"))
+    return to_json(_versioned(_with_times(d, "received", "first_packet")))
+
+
+def export_line(d: dict[str, Any]) -> str:
+    """One dump, as `show --json` has it, on one line (JSON lines)."""
+    return json.dumps(_versioned(_with_times(d, "received", "first_packet")),
+                      separators=(",", ":")) + "\n"
 
 
 def show_text(d: dict[str, Any]) -> str:
@@ -153,7 +168,7 @@ def _signature(d: dict[str, Any]) -> str:
 
 # -- groups ---------------------------------------------------------------------
 def groups_json(rows: list[dict[str, Any]]) -> str:
-    return to_json([_with_times(r, "first_seen", "last_seen") for r in rows])
+    return to_json([_versioned(_with_times(r, "first_seen", "last_seen")) for r in rows])
 
 
 def groups_text(rows: list[dict[str, Any]], ungrouped: int = 0) -> str:
@@ -168,7 +183,8 @@ def groups_text(rows: list[dict[str, Any]], ungrouped: int = 0) -> str:
         out.append(f"    first seen {when(g['first_seen'])}, last seen {when(g['last_seen'])}")
         out.append(f"    kernels: {', '.join(one_line(k, '?') for k in g['kernels'])}")
         out.append(f"    hosts:   {', '.join(one_line(h) for h in g['hosts'])}")
-        out.append(f"    dumps:   {', '.join(str(i) for i in g['ids'])}")
+        pruned = f" (and {g['pruned']} pruned)" if g.get("pruned") else ""
+        out.append(f"    dumps:   {', '.join(str(i) for i in g['ids']) or '-'}{pruned}")
     if ungrouped:
         out.append(f"{_plural(ungrouped, 'dump')} without crash text "
                    "(soft dumps, logs without a crash): not grouped")
@@ -181,7 +197,7 @@ def _plural(n: int, noun: str) -> str:
 
 # -- stats ----------------------------------------------------------------------
 def stats_json(st: dict[str, Any]) -> str:
-    return to_json(st)
+    return to_json(_versioned(st))
 
 
 def stats_text(st: dict[str, Any]) -> str:

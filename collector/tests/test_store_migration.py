@@ -49,8 +49,9 @@ def dump_text(path: Path) -> list[str]:
 
 def expected_show(n: int) -> dict[str, Any]:
     """What version 2 shows of dump ``n``: version 1's, with the missing
-    packet_no as ranges and no signature without crash text."""
-    d = dict(V1["show"][str(n)])
+    packet_no as ranges, no signature without crash text and the JSON
+    format version."""
+    d = {"format": views.FORMAT, **V1["show"][str(n)]}
     pairs: list[list[int]] = []
     for no in d["missing"]:
         if pairs and no == pairs[-1][1] + 1:
@@ -88,7 +89,8 @@ def test_upgrade_keeps_every_dump(tmp_path: Path):
     assert st.upgraded_from == 1
     st.close()
     conn = store.open_readonly(path)
-    want_list = [dict(r, signature=None) if r["id"] in no_crash_text() else r
+    want_list = [{"format": views.FORMAT,
+                  **(dict(r, signature=None) if r["id"] in no_crash_text() else r)}
                  for r in V1["list"]]
     assert json.loads(views.list_json(store.list_dumps(conn))) == want_list
     for n in (1, 2, 3, 4, 5):
@@ -98,7 +100,8 @@ def test_upgrade_keeps_every_dump(tmp_path: Path):
     assert len(show(conn, 1)["frames"]) == 16
     # the groups, less the one a soft dump made of its title alone
     assert json.loads(views.groups_json(store.groups(conn))) == \
-        [g for g in V1["groups"] if not set(g["ids"]) <= no_crash_text()]
+        [{"format": views.FORMAT, **g, "pruned": 0} for g in V1["groups"]
+         if not set(g["ids"]) <= no_crash_text()]
     assert store.ungrouped(conn) == 1
     st_v1 = V1["stats"]
     assert store.stats(conn) == {
