@@ -92,3 +92,15 @@ def test_units_pass_systemd_analyze_verify(unit: str):
     noise = [l for l in res.stderr.splitlines()
              if not re.search(r"Command /usr/s?bin/netoops-\S+ is not executable", l)]
     assert noise == [], res.stderr
+
+
+def test_collector_unit_is_hardened():
+    """systemd-analyze security of the unit file as shipped: an exposure of
+    at most 2.0 (the README states the figure)."""
+    res = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager",
+                          str(TOP / "deploy" / "netoops-collector.service")],
+                         capture_output=True, text=True)
+    m = re.search(r"Overall exposure level for netoops-collector.service: ([\d.]+)",
+                  res.stdout)
+    assert m, res.stdout + res.stderr
+    assert float(m.group(1)) <= 2.0, res.stdout

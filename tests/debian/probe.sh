@@ -21,6 +21,12 @@ systemctl status netoops.service --no-pager --lines=30 | lines status
 result armed_us "$(systemctl show -p ActiveEnterTimestampMonotonic --value netoops.service)"
 result collector_active "$(systemctl is-active netoops-collector.service)"
 result collector_user "$(ps -o user= -p "$(systemctl show -p MainPID --value netoops-collector.service)")"
+# the service creates its database once Python has started (seconds under TCG)
+i=0
+while [ $i -lt 300 ] && [ ! -e /var/lib/netoops/collector.sqlite3 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
 result collector_db "$(ls /var/lib/netoops/ 2>&1 | tr '\n' ' ')"
 netoops-arm status | lines arm_status
 result release "$(uname -r)"
