@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Callable, Sequence
 
 from . import __version__, config, proto, store, views
+from .alerts import AlertConfig
 from .query import Filter, QueryError, parse_time
 from .reassembly import Limits
 from .retention import Retention, prune
@@ -57,6 +59,13 @@ def _time(text: str) -> float:
         return parse_time(text)
     except QueryError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _url(text: str) -> str:
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"not an http:// or https:// URL: {text!r}")
+    return text
 
 
 def _listen(text: str) -> str:
@@ -153,6 +162,18 @@ def build_parser() -> argparse.ArgumentParser:
                                 "--budget-window (default %(default)s); the rest are counted")
     serve.add_argument("--budget-window", type=_positive(float), default=cfg0.budget_window,
                        metavar="SECONDS", help="see --dumps-per-source (default %(default)s)")
+    serve.add_argument("--hook", metavar="COMMAND",
+                       help="run COMMAND (split as a shell would, run without one) for each "
+                            "new crash signature, the report as JSON (show --json, with "
+                            "\"event\") on its standard input and NETOOPS_EVENT set")
+    serve.add_argument("--webhook", metavar="URL", type=_url,
+                       help="POST the same JSON to URL for each new crash signature")
+    serve.add_argument("--hook-every-dump", action="store_true",
+                       help="run the hook and the webhook for every dump stored, not only "
+                            "for new signatures (event \"dump\")")
+    serve.add_argument("--hook-timeout", type=_positive(float), default=10.0,
+                       metavar="SECONDS", help="the most a hook run or a POST may take "
+                                               "(default %(default)s)")
     serve.add_argument("--log-journal", action="store_true",
                        help="log a line each time finalised dumps are made durable in the "
                             "journal (before analysis); for benchmarks")
@@ -255,7 +276,10 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                       receiver=args.receiver, ring_bytes=args.ring_bytes,
                       partial_per_source=args.partial_per_source,
                       junk_per_source=args.junk_per_source, budget_window=args.budget_window,
-                      log_journal=args.log_journal, retention=_retention(args))
+                      log_journal=args.log_journal, retention=_retention(args),
+                      alerts=AlertConfig(hook=args.hook, webhook=args.webhook,
+                                         every_dump=args.hook_every_dump,
+                                         timeout=args.hook_timeout))
     try:
         server = Server(cfg)
     except store.StoreError as err:

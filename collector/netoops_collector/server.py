@@ -49,11 +49,12 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 from . import proto, rx, views
+from .alerts import AlertConfig, Alerts
 from .journal import Journal, JournalError
 from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
 from .report import Report, analyse
 from .retention import Retention, prune
-from .store import Store
+from .store import Store, get_dump, known_signatures, open_readonly
 
 DEFAULT_RCVBUF = 32 << 20
 # What the kernel charges a 1412-byte datagram in a receive buffer (skb
@@ -216,6 +217,8 @@ class ServeConfig:
     # What is kept (retention.py), applied by the storing thread this often
     retention: Retention = field(default_factory=Retention)
     prune_interval: float = 60.0
+    # Who is told of a new crash signature (alerts.py)
+    alerts: AlertConfig = field(default_factory=AlertConfig)
 
 
 
@@ -275,6 +278,13 @@ class Server:
                      "store_errors", "spooled", "journal_errors"):
             self.stats.setdefault(name, 0)
         self.store = Store(cfg.db, busy_timeout=_BUSY_TIMEOUT)
+        if cfg.alerts.enabled:
+            for name in ("hook_runs", "hook_failures", "webhook_posts", "webhook_failures",
+                         "alerts_dropped"):
+                self.stats.setdefault(name, 0)
+        self.alerts = Alerts(cfg.alerts, known_signatures(self.store.conn), self._count,
+                             self.log)
+        self._reader: sqlite3.Connection | None = None    # for alerts' reports
         self.spool = spool_path(cfg.db)
         self.journal = Journal(cfg.db)
         self._journal_failing = False
@@ -710,6 +720,9 @@ class Server:
         if self._pending:
             self._spill([d for d, _ in self._pending.values()], "the database did not take them")
             self._pending.clear()
+        self.alerts.stop()              # what is queued, within a bound
+        self._retry_at = 0.0
+        self._commit([], quiet=True)    # its counters
         self._log_counters()
 
     def _drain_wakeups(self) -> None:
@@ -862,6 +875,7 @@ class Server:
             self._rows[d.uid] = n
             self._rows.move_to_end(d.uid)
             lines.append(f"netoops-collector: {describe(d, r, n)}\n")
+            self.alerts.stored(r.signature, lambda n=n: self._report(n))
         while len(self._rows) > _MAX_ROWS:
             self._rows.popitem(last=False)
         if lines:   # one write for the batch: each line is still one line
@@ -871,6 +885,18 @@ class Server:
         # what could not be stored at all waits for the next start.
         if recovered and not self._stop and self.spool.exists():
             self._load_spool()
+
+    def _count(self, name: str) -> None:
+        with self._mu:
+            self.stats[name] = self.stats.get(name, 0) + 1
+
+    def _report(self, dump_no: int) -> dict | None:
+        """Stored dump ``dump_no`` as `show --json` has it (for alerts), read
+        through a connection of the storing thread's own."""
+        if self._reader is None:
+            self._reader = open_readonly(self.cfg.db, shared=True)   # main's at shutdown
+        d = get_dump(self._reader, dump_no)
+        return None if d is None else views.report_dict(d)
 
     def _save(self, batch: list[tuple[Dump, Report]], delta: dict[str, int],
               per_source: dict[tuple[str, str], int], quiet: bool) -> list[int | None] | None:
@@ -1049,4 +1075,6 @@ class Server:
         self._wake_r.close()
         self._wake_w.close()
         self.store.close()
+        if self._reader is not None:
+            self._reader.close()
         self.journal.close()

@@ -496,10 +496,12 @@ class Store:
 
 
 # -- read side ----------------------------------------------------------------
-def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
+def open_readonly(path: str | os.PathLike[str], shared: bool = False) -> sqlite3.Connection:
     """Open an existing collector database read-only; :class:`StoreError` if not.
 
     A version-1 database is refused: ``serve`` upgrades it when it starts.
+    ``shared``: usable by a thread other than the one that opened it (one
+    at a time).
     """
     p = Path(path)
     if not p.exists():
@@ -510,7 +512,8 @@ def open_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
     if not os.access(p, os.R_OK):
         raise StoreError(f"{p}: not readable (permission denied)")
     try:
-        conn = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True, timeout=10)
+        conn = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True, timeout=10,
+                               check_same_thread=not shared)
         conn.execute("PRAGMA foreign_keys=ON")
     except sqlite3.DatabaseError as err:
         raise StoreError(f"{p}: not a netoops collector database ({err})") from err
@@ -641,6 +644,12 @@ def groups(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             "last_id", "title", "kernels", "hosts", "ids", "pruned")
     out.sort(key=lambda g: (-g["dumps"], -g["last_seen"]))
     return [{k: g[k] for k in keys} for g in out]
+
+
+def known_signatures(conn: sqlite3.Connection) -> set[str]:
+    """Every signature stored, or pruned (retention.history)."""
+    return {s for (s,) in conn.execute(
+        "SELECT DISTINCT signature FROM dumps WHERE signature IS NOT NULL")} | set(history(conn))
 
 
 def ungrouped(conn: sqlite3.Connection) -> int:

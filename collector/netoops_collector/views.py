@@ -96,6 +96,11 @@ def show_json(d: dict[str, Any]) -> str:
     return to_json(_versioned(_with_times(d, "received", "first_packet")))
 
 
+def report_dict(d: dict[str, Any]) -> dict[str, Any]:
+    """A stored dump (store.get_dump) as `show --json` prints it."""
+    return _versioned(_with_times(d, "received", "first_packet"))
+
+
 def export_line(d: dict[str, Any]) -> str:
     """One dump, as `show --json` has it, on one line (JSON lines)."""
     return json.dumps(_versioned(_with_times(d, "received", "first_packet")),
