@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev
       dwarves xz-utils rsync qemu-system-x86 busybox-static kmod sparse
       iproute2 util-linux procps python3 python3-pytest python3-hypothesis
-      python3-setuptools dkms debhelper dh-dkms dh-python
+      python3-setuptools python3-prometheus-client dkms debhelper dh-dkms dh-python
       pybuild-plugin-pyproject lintian mmdebstrap)
 missing=()
 for p in "${pkgs[@]}"; do

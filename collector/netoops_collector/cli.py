@@ -61,6 +61,14 @@ def _time(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _hostport(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"not HOST:PORT or [V6ADDR]:PORT: {text!r}")
+    return host, int(port)
+
+
 def _url(text: str) -> str:
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -174,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--hook-timeout", type=_positive(float), default=10.0,
                        metavar="SECONDS", help="the most a hook run or a POST may take "
                                                "(default %(default)s)")
+    serve.add_argument("--metrics", type=_hostport, metavar="HOST:PORT",
+                       help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    serve.add_argument("--metrics-textfile", type=Path, metavar="PATH",
+                       help="write the same metrics to PATH every 2 s, for node-exporter's "
+                            "textfile collector")
     serve.add_argument("--log-journal", action="store_true",
                        help="log a line each time finalised dumps are made durable in the "
                             "journal (before analysis); for benchmarks")
@@ -279,7 +292,8 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                       log_journal=args.log_journal, retention=_retention(args),
                       alerts=AlertConfig(hook=args.hook, webhook=args.webhook,
                                          every_dump=args.hook_every_dump,
-                                         timeout=args.hook_timeout))
+                                         timeout=args.hook_timeout),
+                      metrics=args.metrics, metrics_textfile=args.metrics_textfile)
     try:
         server = Server(cfg)
     except store.StoreError as err:

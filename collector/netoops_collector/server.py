@@ -51,6 +51,7 @@ from typing import Callable, Iterable, TextIO
 from . import proto, rx, views
 from .alerts import AlertConfig, Alerts
 from .journal import Journal, JournalError
+from .metrics import MetricsServer, render, write_textfile
 from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
 from .report import Report, analyse
 from .retention import Retention, prune
@@ -219,6 +220,9 @@ class ServeConfig:
     prune_interval: float = 60.0
     # Who is told of a new crash signature (alerts.py)
     alerts: AlertConfig = field(default_factory=AlertConfig)
+    # Prometheus metrics (metrics.py): an HTTP endpoint, a textfile
+    metrics: tuple[str, int] | None = None
+    metrics_textfile: Path | None = None
 
 
 
@@ -285,6 +289,7 @@ class Server:
         self.alerts = Alerts(cfg.alerts, known_signatures(self.store.conn), self._count,
                              self.log)
         self._reader: sqlite3.Connection | None = None    # for alerts' reports
+        self._metrics: MetricsServer | None = None
         self.spool = spool_path(cfg.db)
         self.journal = Journal(cfg.db)
         self._journal_failing = False
@@ -464,6 +469,13 @@ class Server:
         received and made durable before it is analysed.
         """
         self.bind()
+        if self.cfg.metrics is not None:
+            try:
+                self._metrics = MetricsServer(self.cfg.metrics, self.metrics_text)
+            except OSError as err:
+                raise ListenError(f"metrics on {self.cfg.metrics[0]}:{self.cfg.metrics[1]}: "
+                                  f"{err.strerror}") from err
+            self.log(f"metrics on http://{self._metrics.address}/metrics")
         keep_freed_memory()
         switch = sys.getswitchinterval()
         # The receiving thread gets the interpreter back soon after a wake-up
@@ -653,9 +665,23 @@ class Server:
                 time.sleep(1.0)
             if self.clock() >= next_stats:
                 next_stats = self.clock() + self.cfg.stats_interval
+                self._write_metrics()
             if self.clock() >= next_prune:
                 next_prune = self.clock() + self.cfg.prune_interval
                 self._prune()
+
+    def metrics_text(self) -> str:
+        with self._mu:
+            st = dict(self.stats)
+        return render(st, dict(self.gauges))
+
+    def _write_metrics(self) -> None:
+        if self.cfg.metrics_textfile is None:
+            return
+        try:
+            write_textfile(self.cfg.metrics_textfile, self.metrics_text())
+        except OSError as err:
+            self.log(f"metrics: {self.cfg.metrics_textfile}: {err.strerror}")
 
     def _prune(self) -> None:
         policy = self.cfg.retention
@@ -724,6 +750,7 @@ class Server:
         self._retry_at = 0.0
         self._commit([], quiet=True)    # its counters
         self._log_counters()
+        self._write_metrics()
 
     def _drain_wakeups(self) -> None:
         try:
@@ -1074,6 +1101,9 @@ class Server:
         self.sel.close()
         self._wake_r.close()
         self._wake_w.close()
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
         self.store.close()
         if self._reader is not None:
             self._reader.close()
