@@ -10,14 +10,14 @@ Then prints the collector's report of that crash and where it is stored.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TOP / "tests" / "lib"), str(TOP / "collector")]
+sys.path[:0] = [str(TOP / "tests" / "lib"), str(TOP / "collector"), str(TOP / "qemu")]
 
+from build_progress import run_make  # noqa: E402
 from collector_proc import Collector, query  # noqa: E402
 from harness import ALLOW_SYSRQ_PANIC, HOST_MAC, Netns, run_guest  # noqa: E402
 from netoops_collector.store import default_db_path  # noqa: E402
@@ -25,7 +25,8 @@ from netoops_collector.store import default_db_path  # noqa: E402
 
 def main() -> int:
     print("== building the patched kernel, the modules and the initramfs")
-    if subprocess.call(["make", "-s", "all"], cwd=TOP) != 0:
+    if run_make(TOP, TOP / ".build.log") != 0:
+        print(f"make all failed: see {TOP / '.build.log'}")
         return 1
     db = Path(os.environ.get("NETOOPS_DB", default_db_path()))
     db.parent.mkdir(parents=True, exist_ok=True)

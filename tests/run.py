@@ -15,14 +15,14 @@ from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[1]
 PYTHON = os.environ.get("PYTHON", "/usr/bin/python3")
+sys.path.insert(0, str(TOP / "qemu"))
+from build_progress import run_make  # noqa: E402
 
 
 def build() -> bool:
     start = time.monotonic()
     log = TOP / ".build.log"
-    with open(log, "w") as out:
-        rc = subprocess.call(["make", "-s", "all"], cwd=TOP, stdout=out,
-                             stderr=subprocess.STDOUT)
+    rc = run_make(TOP, log)
     took = time.monotonic() - start
     if rc == 0:
         print(f"PASS build ({took:.0f}s)", flush=True)
