@@ -28,30 +28,29 @@ EXIT_STATUS = """exit status:
   4  serve could not listen"""
 
 
-def _positive(kind: Callable[[str], float | int]) -> Callable[[str], float | int]:
+def _number(kind: Callable[[str], float | int], zero: bool = False
+            ) -> Callable[[str], float | int]:
+    """An argparse type: a positive number (``zero``: or 0, no limit)."""
     def check(text: str) -> float | int:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(
+                f"must be 0 (no limit) or more: {text!r}" if zero
+                else f"must be positive: {text!r}")
         return value
     check.__name__ = kind.__name__
     return check
+
+
+def _positive(kind: Callable[[str], float | int]) -> Callable[[str], float | int]:
+    return _number(kind)
 
 
 def _limit(kind: Callable[[str], float | int]) -> Callable[[str], float | int]:
-    def check(text: str) -> float | int:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must be 0 (no limit) or more: {text!r}")
-        return value
-    check.__name__ = kind.__name__
-    return check
+    return _number(kind, zero=True)
 
 
 def _time(text: str) -> float:
