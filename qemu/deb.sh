@@ -42,6 +42,7 @@ exec 9>"$cache/.deb.lock"
 flock 9
 work=$cache/deb
 if [ "$(cat "$work/out/.key" 2>/dev/null)" != "$key" ]; then
+	echo "deb.sh: building the packages (dpkg-buildpackage, log $work/build.log)"
 	rm -rf "$work"
 	mkdir -p "$work/src/netoops-$version" "$work/out"
 	echo "$files" | xargs cp --parents -t "$work/src/netoops-$version"

@@ -130,6 +130,7 @@ if [ -f "$img/.done" ]; then
 	ln -sfn "img-$img_key" "$work/current"
 	exit 0
 fi
+echo "debian-vm.sh: building the image (apt install of the packages, DKMS, a kernel upgrade)"
 find "$work" -maxdepth 1 -name 'img-*' ! -name "img-$img_key" -exec rm -rf {} +
 rm -rf "$img"
 mkdir -p "$img/root"
