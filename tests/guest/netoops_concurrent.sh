@@ -6,12 +6,6 @@
 netoops_load pace_us=1000
 netoops_setid
 pad_log 100000
-taskset 1 sh -c 'echo y >/proc/sysrq-trigger' &
-# dumps_sent turns 1 when CPU 0 has started sending.
-n=0
-while [ "$(cat $sys/dumps_sent)" = 0 ]; do
-	n=$((n + 1))
-	[ $n -gt 100000 ] && fail "the soft dump never started"
-done
+soft_dump_on_cpu0
 taskset 2 sh -c 'echo c >/proc/sysrq-trigger'
 fail "the panic returned"

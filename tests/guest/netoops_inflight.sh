@@ -21,13 +21,8 @@ kmod netoops pace_us=1000 \
 	"netoops=@$NTO_IP/eth0,2004@$NTO_HOST/$hostmac;@$(arg ip2)/eth1,2004@$NTO_HOST/$hostmac"
 netoops_setid
 pad_log "$(arg pad)"
-taskset 1 sh -c 'echo y >/proc/sysrq-trigger' &
-# dumps_sent turns 1 when CPU 0 has started sending (the whole soft dump,
-# three copies of some 270 chunks to two targets, takes seconds).
-n=0
-while [ "$(cat $sys/dumps_sent)" = 0 ]; do
-	n=$((n + 1))
-	[ $n -gt 100000 ] && fail "the soft dump never started"
-done
+# the whole soft dump (three copies of some 270 chunks to two targets)
+# takes seconds
+soft_dump_on_cpu0
 result armed
 sleep 120

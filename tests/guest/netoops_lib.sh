@@ -6,6 +6,8 @@
 #                          the log padded to nto.pad= bytes, if given
 #   netoops_setid          boot id and blob from nto.bootid= and nto.blob=
 #   counters               "sent skipped busy deferred" from sysfs
+#   soft_dump_on_cpu0      sysrq y on CPU 0, in the background; returns once
+#                          it has started sending (dumps_sent turns 1)
 #   pad_log BYTES          add lines to the log until it holds BYTES
 sys=/sys/kernel/netoops
 
@@ -31,6 +33,15 @@ netoops_setid() {
 		fail "boot id not accepted"
 	printf '%s' "$(arg blob)" >$sys/netoops_user_blob ||
 		fail "blob not accepted"
+}
+
+soft_dump_on_cpu0() {
+	taskset 1 sh -c 'echo y >/proc/sysrq-trigger' &
+	n=0
+	while [ "$(cat $sys/dumps_sent)" = 0 ]; do
+		n=$((n + 1))
+		[ $n -gt 100000 ] && fail "the soft dump never started"
+	done
 }
 
 counters() {
