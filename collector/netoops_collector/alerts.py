@@ -25,9 +25,11 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
+from .symbolize import SymbolError, Symbols, annotate
 
 QUEUE = 256
 
@@ -38,6 +40,7 @@ class AlertConfig:
     webhook: str | None = None
     every_dump: bool = False
     timeout: float = 10.0
+    symbols: Path | None = None     # reports name source lines (symbolize.py)
 
     @property
     def enabled(self) -> bool:
@@ -55,6 +58,8 @@ class Alerts:
         self.log = log
         self._q: "queue.Queue[tuple[str, dict[str, Any]] | None]" = queue.Queue(QUEUE)
         self._thread: threading.Thread | None = None
+        # SymbolError here, for a missing directory: serve refuses to start.
+        self._symbols = Symbols(cfg.symbols) if cfg.symbols is not None else None
         if cfg.enabled:
             self._thread = threading.Thread(target=self._run, name="netoops-alerts",
                                             daemon=True)
@@ -101,6 +106,11 @@ class Alerts:
             if item is None:
                 return
             event, d = item
+            if self._symbols is not None:
+                try:
+                    d = annotate(d, self._symbols)
+                except SymbolError as err:
+                    self.log(f"symbols failed: {err}; the report goes without lines")
             body = json.dumps(d).encode()
             if self.cfg.hook:
                 self._hook(event, body)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import sys
 import urllib.parse
@@ -15,6 +16,7 @@ from .alerts import AlertConfig
 from .query import Filter, QueryError, parse_time
 from .reassembly import Limits
 from .retention import Retention, prune
+from .symbolize import SymbolError, Symbols, annotate
 from .server import DEFAULT_RCVBUF, ListenError, ServeConfig, Server, parse_listen
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB, EXIT_LISTEN = 0, 1, 2, 3, 4
@@ -22,7 +24,8 @@ EXIT_STATUS = """exit status:
   0  success (a query that matches nothing too)
   1  no such dump (show)
   2  bad arguments: an unknown option, a bad time, an ambiguous or unknown
-     signature prefix
+     signature prefix, a --symbols directory that is missing or holds a
+     file binutils cannot read
   3  the database is missing, unreadable or not a collector database (query
      commands never create one)
   4  serve could not listen"""
@@ -83,9 +86,19 @@ def _listen(text: str) -> str:
     return text
 
 
+def _symbols_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--symbols", type=Path, metavar="DIR",
+                        default=os.environ.get("NETOOPS_SYMBOLS") or None,
+                        help=what + ": DIR/<release>/vmlinux and its modules' .ko files, or "
+                                    "Debian's -dbg layout (DIR/boot/vmlinux-<release>, "
+                                    "DIR/lib/modules/<release>/), as /usr/lib/debug has it "
+                                    "(default: $NETOOPS_SYMBOLS); needs binutils")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    db_help = ("the SQLite database (default: $NETOOPS_DB, else $XDG_DATA_HOME or "
-               "~/.local/share, then netoops/collector.sqlite3)")
+    db_help = ("the SQLite database (default: $NETOOPS_DB, else collector.sqlite3 in "
+               "$STATE_DIRECTORY, as systemd sets it for the service, else in "
+               "$XDG_DATA_HOME/netoops or ~/.local/share/netoops)")
     ap = argparse.ArgumentParser(
         prog="netoops-collector",
         description="Receive netoops crash dumps over UDP, store them in SQLite "
@@ -115,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Receive netoops dumps over UDP and store them.",
                            epilog=EXIT_STATUS,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    _symbols_option(serve, "the reports of --hook and --webhook name each frame's source "
+                           "line from the kernels' debug files in DIR")
     serve.add_argument("--config", type=Path, metavar="FILE",
                        help="a TOML file of serve options (a key is an option's long name: "
                             "quiet-timeout = 5, listen = [\":2004\"], db = \"...\"); "
@@ -206,18 +221,21 @@ def build_parser() -> argparse.ArgumentParser:
                        help="complete dumps only")
     state.add_argument("--partial", dest="complete", action="store_const", const=False,
                        help="partial dumps only")
+    symbols = argparse.ArgumentParser(add_help=False)
+    _symbols_option(symbols, "name each frame's source line from the kernels' debug files in "
+                             "DIR")
     ls = sub.add_parser("list", parents=[query, select], help="list the stored dumps",
                         epilog=EXIT_STATUS,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ls.add_argument("--limit", type=_positive(int), metavar="N",
                     help="only the N most recent")
-    sub.add_parser("export", parents=[common, select],
+    sub.add_parser("export", parents=[common, select, symbols],
                    help="the dumps as JSON lines, for bulk use",
                    description="Print each dump that the filters take as one line of JSON "
                                "(the keys of `show --json`, with its log and frames), "
                                "oldest first.",
                    epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
-    show = sub.add_parser("show", parents=[query], help="show one dump")
+    show = sub.add_parser("show", parents=[query, symbols], help="show one dump")
     show.add_argument("id", type=int, metavar="ID", help="dump id, from `list`")
     sub.add_parser("groups", parents=[query], help="dumps grouped by crash signature")
     sub.add_parser("stats", parents=[query], help="receive statistics")
@@ -277,6 +295,8 @@ def _prune(args: argparse.Namespace, db: Path) -> int:
 
 
 def _serve(args: argparse.Namespace, db: Path) -> int:
+    if args.symbols is not None:
+        Symbols(args.symbols)       # SymbolError (exit 2) before anything is opened
     limits = Limits(quiet_timeout=args.quiet_timeout, max_packet_count=args.max_packet_count,
                     max_new_dumps_per_source=args.new_dumps_per_source,
                     max_dumps=args.max_inflight,
@@ -291,7 +311,8 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                       log_journal=args.log_journal, retention=_retention(args),
                       alerts=AlertConfig(hook=args.hook, webhook=args.webhook,
                                          every_dump=args.hook_every_dump,
-                                         timeout=args.hook_timeout),
+                                         timeout=args.hook_timeout,
+                                         symbols=args.symbols),
                       metrics=args.metrics, metrics_textfile=args.metrics_textfile)
     try:
         server = Server(cfg)
@@ -311,7 +332,13 @@ def _filter(args: argparse.Namespace) -> Filter:
                   signature=args.signature, title=args.title, complete=args.complete)
 
 
+def _symbols(args: argparse.Namespace) -> Symbols | None:
+    path = getattr(args, "symbols", None)
+    return Symbols(path) if path is not None else None
+
+
 def _query(args: argparse.Namespace, db: Path) -> int:
+    syms = _symbols(args)
     conn = store.open_readonly(db)
     try:
         if args.command == "list":
@@ -321,12 +348,14 @@ def _query(args: argparse.Namespace, db: Path) -> int:
             for dump_no in store.dump_ids(conn, _filter(args)):
                 dump = store.get_dump(conn, dump_no)
                 if dump is not None:
-                    sys.stdout.write(views.export_line(dump))
+                    sys.stdout.write(views.export_line(annotate(dump, syms) if syms else dump))
         elif args.command == "show":
             dump = store.get_dump(conn, args.id)
             if dump is None:
                 print(f"netoops-collector: no dump with id {args.id} in {db}", file=sys.stderr)
                 return EXIT_NOT_FOUND
+            if syms is not None:
+                dump = annotate(dump, syms)
             sys.stdout.write(views.show_json(dump) if args.json else views.show_text(dump))
         elif args.command == "groups":
             rows = store.groups(conn)
@@ -352,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except store.StoreError as err:
         print(f"netoops-collector: {err}", file=sys.stderr)
         return EXIT_DB
-    except QueryError as err:
+    except (QueryError, SymbolError) as err:
         print(f"netoops-collector: {err}", file=sys.stderr)
         return EXIT_USAGE
     except sqlite3.DatabaseError as err:

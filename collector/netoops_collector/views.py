@@ -145,14 +145,36 @@ def show_text(d: dict[str, Any]) -> str:
         out.append("")
         out.append("call trace:")
         if d["rip_frame"]:
-            out.append(f"  RIP {one_line(d['rip_frame'])}")
+            out += _with_sources("  RIP ", d["rip_frame"], d.get("rip_source"))
         for f in d["frames"]:
             ctx = f"<{one_line(f['context'])}> " if f["context"] else ""
-            out.append(f"  {ctx}{one_line(f['text'])}")
+            out += _with_sources(f"  {ctx}", f["text"], f.get("source"))
+        if "symbols" in d:
+            out.append(_symbols_line(d))
     out.append("")
     out.append("log:")
     out.append(escape(strip_levels(d["log"]).rstrip("\n"), keep="\n\t"))
     return "\n".join(out) + "\n"
+
+
+def _with_sources(lead: str, text: str, sources: list[dict[str, Any]] | None) -> list[str]:
+    """A frame, after the functions inlined at its line, syzbot's way:
+    ``inner file.c:12 [inline]`` lines, then ``func+0x1e/0x30 file.c:40``."""
+    if not sources:
+        return [f"{lead}{one_line(text)}"]
+    own = sources[-1]
+    lines = [f"{lead}{one_line(s['func'])} {one_line(s['where'])} [inline]"
+             for s in sources[:-1]]
+    lines.append(f"{lead}{one_line(text)} {one_line(own['where'])}")
+    return lines
+
+
+def _symbols_line(d: dict[str, Any]) -> str:
+    sym = d["symbols"]
+    kernel = one_line(d["kernel_version"], "?")
+    if not sym["found"]:
+        return f"  (no debug files for kernel {kernel} in {one_line(sym['dir'])})"
+    return f"  ({sym['frames']} frame(s) named from the debug files in {one_line(sym['dir'])})"
 
 
 def _completeness(d: dict[str, Any]) -> str:
