@@ -19,7 +19,8 @@ sys.path[:0] = [str(TOP / "tests" / "lib"), str(TOP / "collector"), str(TOP / "q
 
 from build_progress import run_make  # noqa: E402
 from collector_proc import Collector, query  # noqa: E402
-from harness import ALLOW_SYSRQ_PANIC, HOST_MAC, Netns, run_guest  # noqa: E402
+from harness import (ALLOW_SYSRQ_PANIC, HOST_MAC, Netns, cache_dir, flavour,  # noqa: E402
+                     run_guest)
 from netoops_collector.store import default_db_path  # noqa: E402
 
 
@@ -58,7 +59,8 @@ def main() -> int:
         return 1
     dump_id = str(new[-1]["id"])
     print(f"== the collector's report of dump {dump_id}:\n")
-    shown = query(db, "show", dump_id).stdout
+    symbols = debug_files()
+    shown = query(db, "show", dump_id, "--symbols", str(symbols)).stdout
     head, _, log = shown.partition("\nlog:\n")
     print(head)
     print("\nlog (last 20 lines of "
@@ -67,7 +69,27 @@ def main() -> int:
     print(f"\n== stored in {db}; query it with:")
     print(f"   PYTHONPATH=collector {sys.executable} -m netoops_collector "
           f"list|show {dump_id}|groups|stats --db {db}")
+    print(f"   (show {dump_id} --symbols {symbols}: the source lines, from the debug kernel)")
     return 0
+
+
+def debug_files() -> Path:
+    """CACHE/symbols/<release>/: the debug kernel's vmlinux and modules, the
+    layout `show --symbols` reads."""
+    out = cache_dir() / "out" / flavour()
+    release = (out / "include" / "config" / "kernel.release").read_text().strip()
+    top = cache_dir() / "symbols"
+    where = top / release
+    where.mkdir(parents=True, exist_ok=True)
+    mods = cache_dir() / "mod" / flavour()
+    for name, target in [("vmlinux", out / "vmlinux"),
+                         *((ko.name, ko) for ko in sorted(mods.glob("*/*.ko"))),
+                         *((ko.name, ko) for ko in sorted(mods.glob("tests/kmod/*.ko")))]:
+        link = where / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+    return top
 
 
 if __name__ == "__main__":

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from collector_proc import Collector, query_json
-from harness import ALLOW_SYSRQ_PANIC, HOST_MAC, PYTHON, Guest, Netns, run_guest
+from crashes import ALLOW_OOPS, ALLOW_PANIC
+from harness import (ALLOW_SYSRQ_PANIC, HOST_MAC, PYTHON, Guest, Netns, cache_dir, flavour,
+                     run_guest)
 from test_harness import kernel_release
 
 
@@ -39,12 +42,20 @@ def test_sysrq_crash_is_one_complete_panic_dump():
         assert stats["counters"]["duplicates"] == 2 * row["packet_count"]
 
 
-def test_three_guests_crashing_at_once_give_three_dumps():
+# Each guest's oops (oops=panic) ends in the panic that sends its dump.
+ALLOW_OOPS_PANIC = ALLOW_OOPS + ALLOW_PANIC + [r"Kernel panic - not syncing: Fatal exception"]
+
+
+def _source_line(path: Path, line: int) -> str:
+    return path.read_text().splitlines()[line - 1]
+
+
+def test_three_guests_oopsing_at_once_give_three_dumps_with_source_lines():
     with Netns() as ns:
         coll = Collector(ns, ns.tmp / "dumps.sqlite3")
         guests = [Guest(ns, "netoops_crash", index=i, timeout=300,
-                        allow=ALLOW_SYSRQ_PANIC,
-                        args={"hostmac": HOST_MAC, "how": "sysrq",
+                        allow=ALLOW_OOPS_PANIC, cmdline="oops=panic",
+                        args={"hostmac": HOST_MAC, "how": "null",
                               "bootid": str(100 + i), "blob": f"guest-{i}",
                               "trigger": "tcp"}) for i in range(3)]
         for g in guests:
@@ -67,6 +78,14 @@ def test_three_guests_crashing_at_once_give_three_dumps():
         assert coll.stop() == 0
         dumps = [query_json(coll.db, "show", str(r["id"])) for r in rows]
         groups = query_json(coll.db, "groups")
+        # The debug kernel's own vmlinux and nto_crash.ko, with line tables.
+        release = kernel_release()
+        symbols = ns.tmp / "debug"
+        (symbols / release).mkdir(parents=True)
+        (symbols / release / "vmlinux").symlink_to(cache_dir() / "out" / flavour() / "vmlinux")
+        kmod = cache_dir() / "mod" / flavour() / "tests" / "kmod"
+        (symbols / release / "nto_crash.ko").symlink_to(kmod / "nto_crash.ko")
+        named = query_json(coll.db, "show", str(rows[0]["id"]), "--symbols", str(symbols))
     for res in results:
         res.assert_crashed()
     assert len(rows) == 3, rows
@@ -77,3 +96,18 @@ def test_three_guests_crashing_at_once_give_three_dumps():
     # The same bug on three machines: one group.
     assert len(groups) == 1 and groups[0]["dumps"] == 3
     assert sorted(groups[0]["hosts"]) == sorted(ips)
+    # The faulting function names the line of its store through NULL, and
+    # the frame below it the line that calls it, in the module's source.
+    # (KASAN reports the store first, from inside the function: its frame
+    # is a return address in it, on the same line.)
+    src = Path(__file__).parent / "kmod" / "nto_crash.c"
+    frames = {f["func"]: f for f in named["frames"] if f["reliable"]}
+    fault = frames["nto_crash_null_deref"]["source"]
+    assert fault and Path(fault[-1]["file"]).name == "nto_crash.c", named["frames"]
+    assert "WRITE_ONCE(*p, 0x6e746f);" in _source_line(src, fault[-1]["line"])
+    init = frames["nto_crash_init"]["source"]
+    assert init and "nto_crash_null_deref();" in _source_line(src, init[-1]["line"])
+    # A vmlinux frame: do_one_initcall() calls the module's init.
+    call = frames["do_one_initcall"]["source"][-1]
+    assert call["where"].startswith("init/main.c:"), call
+    assert "fn()" in _source_line(cache_dir() / "linux" / "init" / "main.c", call["line"])

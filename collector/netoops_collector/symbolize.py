@@ -16,7 +16,8 @@ prints them.  A call-trace frame is a return address, so its line is looked
 up one byte before it: the call.  A frame whose symbol is not in the file,
 or has another size (debug files of another build), stays unsymbolized.
 The size a trace prints is kallsyms': up to the next symbol, so the padding
-after a function counts; the ELF size or that span must match.
+after a function counts; the ELF size or that span must match (for the last
+symbol of a section, any size beyond its own).
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ class _Symbol:
     section: str
     value: int
     size: int       # the ELF size
-    span: int       # to the next symbol of its section: the size kallsyms prints
+    # To the next symbol of its section: the size kallsyms prints.  None for
+    # the last one, which kallsyms bounds by the end of the area the kernel
+    # laid the section in (a module's init text: a page).
+    span: int | None
 
 
 class _ObjectFile:
@@ -110,7 +114,7 @@ class _ObjectFile:
         for name, sec, value, size in found:
             addrs = ordered[sec]
             i = bisect.bisect_right(addrs, value)
-            span = addrs[i] - value if i < len(addrs) else size
+            span = addrs[i] - value if i < len(addrs) else None
             self.symbols.setdefault(name, []).append(_Symbol(sec, value, size, span))
 
     def find(self, func: str, size: int | None) -> _Symbol | None:
@@ -119,7 +123,8 @@ class _ObjectFile:
         the ELF size; either must match."""
         cands = self.symbols.get(func, [])
         if size is not None:
-            cands = [s for s in cands if size in (s.size, s.span)]
+            cands = [s for s in cands
+                     if size in (s.size, s.span) or (s.span is None and size > s.size)]
         if len({(s.section, s.value) for s in cands}) != 1:
             return None     # absent, of another size, or ambiguous
         return cands[0]
