@@ -177,7 +177,9 @@ iface enp0s3 inet static
 	address 192.0.2.2/24
 NET
 sed -i 's/^NETOOPS_TARGETS=.*/NETOOPS_TARGETS="@192.0.2.2\/enp0s3,2004@192.0.2.1\/02:6e:74:6f:00:01"/;
-	s/^NETOOPS_BLOB=.*/NETOOPS_BLOB="rack=7 row=b role=test"/' /etc/default/netoops
+	s/^NETOOPS_BLOB=.*/NETOOPS_BLOB="host=%h rack=7 row=b role=test"/' /etc/default/netoops
+sed -i 's|^#metrics-textfile = .*|metrics-textfile = "/var/lib/netoops/netoops.prom"|' \
+	/etc/netoops/collector.toml
 
 # The test rig: run the probe QEMU hands over, once the machine is up
 cat >/etc/systemd/system/nto-probe.service <<'UNIT'

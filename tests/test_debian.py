@@ -22,7 +22,9 @@ from crashes import PANIC_REPORT
 from debian_vm import DebianMachine, image_dir
 from harness import ALLOW_SYSRQ_PANIC, GuestResult, Netns
 
-BLOB = "rack=7 row=b role=test"     # NETOOPS_BLOB the image's config sets
+# NETOOPS_BLOB the image's config sets, "host=%h rack=7 row=b role=test",
+# with %h expanded by netoops-arm
+BLOB = "host=netoops-vm rack=7 row=b role=test"
 
 
 @dataclass
@@ -95,6 +97,10 @@ def test_the_collector_runs_as_its_own_service(boot: Boot):
     user = r.value("collector_user")
     assert user and user != "root", user                 # DynamicUser
     assert "collector.sqlite3" in r.value("collector_db")
+    # It reads /etc/netoops/collector.toml, where the image asked for a
+    # metrics textfile (in $STATE_DIRECTORY, its database's directory too).
+    assert re.fullmatch(r"netoops_collector_packets_total \d+",
+                        r.value("collector_metric") or ""), r.values("collector_metric")
 
 
 def test_sysrq_crash_is_reported_end_to_end(boot: Boot):

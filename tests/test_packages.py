@@ -79,8 +79,9 @@ def test_netoops_collector_holds_the_command_and_its_unit():
     p = deb("netoops-collector")
     files = contents(p)
     assert {"/usr/bin/netoops-collector", "/lib/systemd/system/netoops-collector.service",
-            "/etc/default/netoops-collector",
-            "/usr/lib/python3/dist-packages/netoops_collector/cli.py"} <= files
+            "/etc/default/netoops-collector", "/etc/netoops/collector.toml",
+            "/usr/lib/python3/dist-packages/netoops_collector/cli.py",
+            "/usr/lib/python3/dist-packages/netoops_collector/symbolize.py"} <= files
     assert "python3" in field(p, "Depends")
 
 

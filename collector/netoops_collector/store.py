@@ -151,10 +151,14 @@ class StoreError(Exception):
 
 
 def default_db_path() -> Path:
-    """$NETOOPS_DB, else collector.sqlite3 under $XDG_DATA_HOME/netoops or
-    ~/.local/share/netoops."""
+    """$NETOOPS_DB, else collector.sqlite3 in $STATE_DIRECTORY (a systemd
+    unit's StateDirectory=, /var/lib/netoops for netoops-collector.service),
+    else under $XDG_DATA_HOME/netoops or ~/.local/share/netoops."""
     if os.environ.get("NETOOPS_DB"):
         return Path(os.environ["NETOOPS_DB"])
+    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if state:
+        return Path(state) / "collector.sqlite3"
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "share")
     return Path(base) / "netoops" / "collector.sqlite3"

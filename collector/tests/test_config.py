@@ -5,6 +5,7 @@ over it, and bad files refused before anything is opened."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,24 @@ def test_load_converts_like_the_command_line(tmp_path: Path):
     with pytest.raises(config.ConfigError):
         config.load(write(tmp_path / "d.toml", "rcvbuf = -1\n"), serve)
     assert isinstance(serve, argparse.ArgumentParser)
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "deploy" / "collector.toml"
+
+
+def test_the_shipped_file_names_every_option_at_its_default(tmp_path: Path):
+    """deploy/collector.toml (/etc/netoops/collector.toml, which the unit
+    reads): each serve option once, commented out, at its default where it
+    has one; uncommented, the file loads."""
+    ap = cli_mod.build_parser()
+    serve = ap.parse_args(["serve"]).serve_parser
+    keys = [line[1:].split(" = ", 1)[0] for line in SHIPPED.read_text().splitlines()
+            if re.match(r"^#[a-z-]+ = ", line)]
+    assert sorted(keys) == sorted(config._options(serve)), f"the keys of {SHIPPED}"
+    assert config.load(SHIPPED, serve) == {}
+    text = re.sub(r"^#([a-z-]+ = )", r"\1", SHIPPED.read_text(), flags=re.M)
+    loaded = config.load(write(tmp_path / "all.toml", text), serve)
+    assert len(loaded) == len(keys)
+    for action in serve._actions:
+        if action.default not in (None, argparse.SUPPRESS) and action.dest != "help":
+            assert loaded[action.dest] == action.default, action.dest

@@ -328,6 +328,14 @@ def test_readonly_connection_cannot_write(tmp_path: Path):
 
 
 def test_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.delenv("NETOOPS_DB", raising=False)
+    # systemd's StateDirectory= (netoops-collector.service: /var/lib/netoops)
+    monkeypatch.setenv("STATE_DIRECTORY", f"{tmp_path}/state:{tmp_path}/other")
+    assert store.default_db_path() == tmp_path / "state" / "collector.sqlite3"
+    monkeypatch.setenv("NETOOPS_DB", str(tmp_path / "x.db"))
+    assert store.default_db_path() == tmp_path / "x.db"
+    monkeypatch.delenv("NETOOPS_DB")
+    monkeypatch.delenv("STATE_DIRECTORY")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert store.default_db_path() == tmp_path / "netoops" / "collector.sqlite3"
     monkeypatch.delenv("XDG_DATA_HOME")

@@ -28,6 +28,13 @@ while [ $i -lt 300 ] && [ ! -e /var/lib/netoops/collector.sqlite3 ]; do
 	i=$((i + 1))
 done
 result collector_db "$(ls /var/lib/netoops/ 2>&1 | tr '\n' ' ')"
+# /etc/netoops/collector.toml asks for the metrics in a textfile (every 2 s)
+i=0
+while [ $i -lt 100 ] && [ ! -s /var/lib/netoops/netoops.prom ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+grep '^netoops_collector_packets_total' /var/lib/netoops/netoops.prom | lines collector_metric
 netoops-arm status | lines arm_status
 result release "$(uname -r)"
 result uname_v "$(uname -v)"
