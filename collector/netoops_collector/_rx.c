@@ -921,7 +921,11 @@ struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count)
 	pthread_condattr_destroy(&attr);
 	errno = pthread_create(&r->thread, NULL, rx_thread, r);
 	if (!errno) {
+		/* names for top -H and perf: "nrx-read", "nrx-handle" */
+		pthread_setname_np(r->thread, "nrx-handle");
 		errno = pthread_create(&r->reader, NULL, read_thread, r);
+		if (!errno)
+			pthread_setname_np(r->reader, "nrx-read");
 		if (errno) {		/* the handling thread sees a reader that ended */
 			pthread_mutex_lock(&r->qlock);
 			r->read_done = 1;

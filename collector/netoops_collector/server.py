@@ -360,11 +360,14 @@ class Server:
             except OSError as err:
                 raise ListenError(f"cannot listen on {spec}: {err.strerror or err}") from None
             got = _set_rcvbuf(sock, self.cfg.rcvbuf)
-            sock.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
             sock.setblocking(False)
             self.socks.append(sock)
             self._drops[sock.fileno()] = 0
             receiver = self._receiver(sock)
+            if receiver is None:
+                # Python reads the kernel's drop count from each datagram;
+                # the C thread asks for it once a batch (SO_MEMINFO).
+                sock.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
             self.sel.register(receiver or sock, selectors.EVENT_READ)
             note = "" if got >= self.cfg.rcvbuf else \
                 " (below the request: raise net.core.rmem_max, or run with CAP_NET_ADMIN)"
