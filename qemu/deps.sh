@@ -7,7 +7,7 @@ pkgs=(linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev
       dwarves xz-utils rsync qemu-system-x86 busybox-static kmod sparse
       iproute2 util-linux procps python3 python3-pytest python3-hypothesis
       python3-setuptools python3-prometheus-client dkms debhelper dh-dkms dh-python
-      pybuild-plugin-pyproject lintian mmdebstrap)
+      pybuild-plugin-pyproject lintian mmdebstrap tshark tcpdump)
 missing=()
 for p in "${pkgs[@]}"; do
 	s=$(dpkg-query -W -f '${db:Status-Status}' "$p" 2>/dev/null || true)

@@ -8,20 +8,28 @@ from pathlib import Path
 
 from collector_proc import Collector, query_json
 from crashes import ALLOW_OOPS, ALLOW_PANIC
+from dissector import capture, check_netoops
 from harness import (ALLOW_SYSRQ_PANIC, HOST_MAC, PYTHON, Guest, Netns, cache_dir, flavour,
                      run_guest)
+from netoops_collector import proto
 from test_harness import kernel_release
 
 
 def test_sysrq_crash_is_one_complete_panic_dump():
+    """... and the Wireshark dissector decodes the capture of it exactly as
+    the collector does."""
     with Netns() as ns:
         coll = Collector(ns, ns.tmp / "dumps.sqlite3")
+        pcap = ns.tmp / "netoops.pcap"
+        tcpdump = capture(ns, pcap, "udp", "port", "2004")
         res = run_guest("netoops_crash", ns, timeout=240,
                         allow=ALLOW_SYSRQ_PANIC,
                         args={"hostmac": HOST_MAC, "how": "sysrq",
                               "bootid": "3735928559", "blob": "e2e-blob"})
         rows = coll.wait_dumps(1, timeout=30)
         assert coll.stop() == 0
+        ns.kill(tcpdump)
+        packets = check_netoops(pcap)
         res.assert_crashed()
         rows = query_json(coll.db, "list")
         assert len(rows) == 1, rows
@@ -40,6 +48,11 @@ def test_sysrq_crash_is_one_complete_panic_dump():
         assert stats["stored"]["complete"] == 1
         assert stats["stored"]["partial"] == 0
         assert stats["counters"]["duplicates"] == 2 * row["packet_count"]
+    # Every datagram the collector counted, each decoded field for field
+    # as the collector decodes it (tests/lib/dissector.py).
+    assert len(packets) == stats["counters"]["packets"] == 3 * row["packet_count"]
+    assert {(p.boot_id, proto.cstring(p.user_blob)) for p in packets} == \
+        {(3735928559, "e2e-blob")}
 
 
 # Each guest's oops (oops=panic) ends in the panic that sends its dump.

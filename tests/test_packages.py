@@ -81,7 +81,8 @@ def test_netoops_collector_holds_the_command_and_its_unit():
     assert {"/usr/bin/netoops-collector", "/lib/systemd/system/netoops-collector.service",
             "/etc/default/netoops-collector", "/etc/netoops/collector.toml",
             "/usr/lib/python3/dist-packages/netoops_collector/cli.py",
-            "/usr/lib/python3/dist-packages/netoops_collector/symbolize.py"} <= files
+            "/usr/lib/python3/dist-packages/netoops_collector/symbolize.py",
+            "/usr/lib/x86_64-linux-gnu/wireshark/plugins/netoops.lua"} <= files
     assert "python3" in field(p, "Depends")
 
 
