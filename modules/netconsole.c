@@ -6,7 +6,12 @@
  * same configfs directory (/sys/kernel/config/netconsole/), same console
  * names, same messages and the same packets, basic and extended.  The
  * targets, their configfs attributes and the device notifier live in
- * netpoll_targets; this file keeps the consoles and the "extended" flag.
+ * netpoll_targets; this file keeps the consoles and the "extended" and
+ * "release" flags.
+ *
+ * From later kernels, off by default: the release flag of 6.6 (configfs
+ * "release", or an 'r' after the '+' of a parameter target) puts the
+ * kernel release in front of each extended record.
  *
  * Differences from 6.1: a parameter cannot change while its target is
  * enabled or in transition (-EBUSY rather than -EINVAL), malformed
@@ -25,6 +30,7 @@
 #include <linux/mutex.h>
 #include <linux/netpoll.h>
 #include <linux/string.h>
+#include <linux/utsname.h>
 
 #include "netoops_version.h"
 #include "netpoll_targets.h"
@@ -35,6 +41,8 @@
 
 /* nt->flags: the target gets the extended format */
 #define NETCONSOLE_EXTENDED	BIT(0)
+/* nt->flags: the kernel release goes in front of each extended record */
+#define NETCONSOLE_RELEASE	BIT(1)
 
 static char config[MAX_PARAM_LENGTH];
 module_param_string(netconsole, config, MAX_PARAM_LENGTH, 0);
@@ -99,16 +107,66 @@ static ssize_t netconsole_extended_store(struct config_item *item,
 
 CONFIGFS_ATTR(netconsole_, extended);
 
+static bool netconsole_has_release(const struct netpoll_target *nt)
+{
+	return nt->flags & NETCONSOLE_RELEASE;
+}
+
+static ssize_t netconsole_release_show(struct config_item *item, char *buf)
+{
+	return sysfs_emit(buf, "%d\n",
+			  netconsole_has_release(to_netpoll_target(item)));
+}
+
+/* As upstream (6.6): any kstrtobool() value; extended is checked on enable */
+static ssize_t netconsole_release_store(struct config_item *item,
+					const char *buf, size_t count)
+{
+	struct netpoll_target *nt = to_netpoll_target(item);
+	bool release;
+	int err;
+
+	err = netpoll_target_edit_begin(nt);
+	if (err)
+		return err;
+
+	err = kstrtobool(buf, &release);
+	if (!err) {
+		if (release)
+			nt->flags |= NETCONSOLE_RELEASE;
+		else
+			nt->flags &= ~NETCONSOLE_RELEASE;
+	}
+
+	netpoll_target_edit_end(nt);
+	return err ? err : strnlen(buf, count);
+}
+
+CONFIGFS_ATTR(netconsole_, release);
+
 static struct configfs_attribute *netconsole_attrs[] = {
 	&netconsole_attr_extended,
+	&netconsole_attr_release,
 	NULL,
 };
 
-/* A '+' in front of a parameter target asks for the extended format */
+/*
+ * A '+' in front of a parameter target asks for the extended format, an
+ * 'r' after it for the kernel release in front of each record (upstream's
+ * syntax since 6.6): netconsole=+r@10.0.0.1/eth0,@10.0.0.2/
+ */
 static int netconsole_parse_prefix(struct netpoll_target *nt, char **opt)
 {
 	if (**opt == '+') {
 		nt->flags |= NETCONSOLE_EXTENDED;
+		(*opt)++;
+	}
+	if (**opt == 'r') {
+		if (!netconsole_is_extended(nt)) {
+			pr_err("Netconsole configuration error. Release feature requires extended log message\n");
+			return -EINVAL;
+		}
+		nt->flags |= NETCONSOLE_RELEASE;
 		(*opt)++;
 	}
 	return 0;
@@ -116,6 +174,10 @@ static int netconsole_parse_prefix(struct netpoll_target *nt, char **opt)
 
 static int netconsole_prepare_enable(struct netpoll_target *nt)
 {
+	if (netconsole_has_release(nt) && !netconsole_is_extended(nt)) {
+		pr_err("Not enabling netconsole. Release feature requires extended log message\n");
+		return -EINVAL;
+	}
 	if (netconsole_is_extended(nt))
 		netconsole_register_ext(0);
 	return 0;
@@ -157,30 +219,48 @@ static bool netconsole_idle(void)
  * @msg: the record: "<header>;<body>"
  * @len: length of @msg
  *
- * A record longer than MAX_PRINT_CHUNK goes out in pieces, each made of
- * the original header, ",ncfrag=<offset>/<body length>;" and the part of
- * the body that starts at <offset>.
+ * With the release flag the header starts with "<release>,".  A record
+ * longer than MAX_PRINT_CHUNK goes out in pieces, each made of that
+ * header, ",ncfrag=<offset>/<body length>;" and the part of the body that
+ * starts at <offset>.
  */
 static void netconsole_send_ext(struct netpoll_target *nt, const char *msg,
 				unsigned int len)
 {
 	static char frag[MAX_PRINT_CHUNK];	/* under the targets lock */
-	unsigned int hdr_len, body_len, offset;
-	const char *body;
+	unsigned int hdr_len, body_len, offset, rel_len = 0;
+	const char *body, *release = NULL;
 
-	if (len <= MAX_PRINT_CHUNK) {
-		netpoll_send_udp(&nt->np, msg, len);
+	if (netconsole_has_release(nt)) {
+		release = init_utsname()->release;
+		rel_len = strlen(release) + 1;		/* and a ',' */
+	}
+
+	if (len + rel_len <= MAX_PRINT_CHUNK) {
+		if (!release) {
+			netpoll_send_udp(&nt->np, msg, len);
+			return;
+		}
+		memcpy(frag, release, rel_len - 1);
+		frag[rel_len - 1] = ',';
+		memcpy(frag + rel_len, msg, len);
+		netpoll_send_udp(&nt->np, frag, rel_len + len);
 		return;
 	}
 
 	body = memchr(msg, ';', len);
-	if (WARN_ON_ONCE(!body || body - msg >= MAX_PRINT_CHUNK / 2))
+	if (WARN_ON_ONCE(!body || body - msg + rel_len >= MAX_PRINT_CHUNK / 2))
 		return;
 
 	hdr_len = body - msg;
 	body++;
 	body_len = msg + len - body;
-	memcpy(frag, msg, hdr_len);
+	if (release) {
+		memcpy(frag, release, rel_len - 1);
+		frag[rel_len - 1] = ',';
+	}
+	memcpy(frag + rel_len, msg, hdr_len);
+	hdr_len += rel_len;
 
 	for (offset = 0; offset < body_len; ) {
 		unsigned int frag_len, chunk;

@@ -31,7 +31,7 @@ PARITY_PORTS = {("ref", "basic"): 6601, ("ref", "ext"): 6602,
                 ("ours", "basic"): 6611, ("ours", "ext"): 6612}
 # Ports of the configuration run (see tests/guest/nc_config.sh)
 CONFIG_PORTS = {6701: "inet", 6702: "inet", 6703: "inet6", 6704: "inet",
-                6705: "inet", 6706: "inet6"}
+                6705: "inet", 6706: "inet6", 6707: "inet", 6708: "inet"}
 
 # 6.1's veth_xmit() calls __netif_rx() from netpoll's process context with
 # interrupts off, and lockdep_assert_once() in __netif_rx() warns once per
@@ -219,7 +219,10 @@ def test_parity_configfs_matches(parity):
     for phase in ("new", "on", "off"):
         ref = res.values(f"cfg_{phase}_ref")
         assert len(ref) == 9, ref
-        assert res.values(f"cfg_{phase}_ours") == ref
+        # and upstream's later attributes, off
+        ours = res.values(f"cfg_{phase}_ours")
+        assert "release=0" in ours
+        assert [v for v in ours if v != "release=0"] == ref
     ref = dict(v.split(" ", 1) for v in res.values("rc_ref"))
     ours = dict(v.split(" ", 1) for v in res.values("rc_ours"))
     # 6.1 says -EINVAL for a change while enabled; the series says -EBUSY
@@ -266,9 +269,9 @@ def test_config_guest_passes(config):
     checked = set(res.values("bad_ok"))
     assert checked == {f"v/{a}" for a in (
         "local_port", "remote_port", "local_ip", "remote_ip", "remote_mac",
-        "enabled", "extended", "dev_name")}
+        "enabled", "extended", "dev_name")} | {"r/release"}
     assert res.value("defaults").split() == [
-        "enabled=0", "extended=0", "dev_name=eth0", "local_port=6665",
+        "enabled=0", "extended=0", "release=0", "dev_name=eth0", "local_port=6665",
         "remote_port=6666", "local_ip=0.0.0.0", "remote_ip=0.0.0.0",
         "local_mac=ff:ff:ff:ff:ff:ff", "remote_mac=ff:ff:ff:ff:ff:ff"]
 
@@ -313,6 +316,33 @@ def test_config_oops_only(config):
     for port in CONFIG_PORTS:
         assert b"nc-cfg oops only" not in texts(packets[port])
     assert b"nc-cfg t6 hello" in texts(packets[6701])
+
+
+def test_config_release_flag(config):
+    """Upstream's release flag (6.6): "<release>," in front of each extended
+    record, fragments included, from configfs and from the 'r' of a
+    parameter target; off, the records are 6.1's."""
+    res, packets = config
+    rel = re.escape(res.value("release").encode())
+    param, conf = packets[6708], packets[6707]
+    assert param and conf
+    assert all(re.match(rel + rb",\d+,\d+,\d+,", p) for p in param + conf), param + conf
+    hello = [p for p in param if p.endswith(b";nc-cfg param hello\n")]
+    assert len(hello) == 1 and re.match(rel + rb",12,\d+,\d+,-;", hello[0]), hello
+    assert [p for p in conf if p.endswith(b";nc-cfg release hello\n")]
+    # a long record: two pieces, each with the release, the header and
+    # ncfrag, that reassemble
+    frags = [re.match(rel + rb",12,(\d+),\d+,-,ncfrag=(\d+)/(\d+);(.*)", p, re.S)
+             for p in conf if b"ncfrag=" in p]
+    assert len(frags) == 2 and all(frags), conf
+    assert frags[0].group(1) == frags[1].group(1) and frags[0].group(2) == b"0"
+    body = frags[0].group(4) + frags[1].group(4)
+    assert int(frags[1].group(2)) == len(frags[0].group(4))
+    assert int(frags[0].group(3)) == len(body)
+    assert body.rstrip(b"\n") == b"nc-cfg release long " + b"r" * 960
+    assert all(len(p) <= 1000 for p in conf)
+    # without the flag: no release (the extended parameter target)
+    assert not any(re.match(rel + rb",", p) for p in packets[6701])
 
 
 # --- interface events and torture ------------------------------------------

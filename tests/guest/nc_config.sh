@@ -5,11 +5,13 @@
 #
 # Host listeners: 6701 extended param, 6702 basic param, 6703 IPv6 param,
 # 6704/6705 the configfs target before/after its port changed, 6706 an IPv6
-# configfs target.
+# configfs target, 6707 a configfs target and 6708 a param target with the
+# release flag (upstream 6.6).
 . /tests/lib.sh
 . /tests/nc_lib.sh
 mac=$(arg hostmac ff:ff:ff:ff:ff:ff)
 echo on >/proc/sys/kernel/printk_devkmsg
+result release "$(uname -r)"
 
 # value NAME ATTR: the attribute of a target
 value() {
@@ -42,7 +44,9 @@ p1="+6665@$NTO_IP/eth0,6701@$NTO_HOST/$mac"
 p2="6666@$NTO_IP/eth0,6702@$NTO_HOST/$mac"
 NTO_IP6=2001:db8::${NTO_IP##*.}
 p3="6667@$NTO_IP6/eth0,6703@$NTO_HOST6/$mac"
-nc_load ours "netconsole=$p1;$p2;$p3"
+# upstream's 'r' (6.6): the release in front of each extended record
+p4="+r6668@$NTO_IP/eth0,6708@$NTO_HOST/$mac"
+nc_load ours "netconsole=$p1;$p2;$p3;$p4"
 kmsg "<4>nc-cfg param hello"
 expect_errno "unavailable" rmmod netpoll_targets
 check "netpoll_targets still loaded" grep -q '^netpoll_targets ' /proc/modules
@@ -50,7 +54,7 @@ result refused rmmod_netpoll_targets
 
 # --- configfs life cycle ---------------------------------------------
 mkdir $CFG/t || fail "mkdir t"
-result defaults "$(for f in enabled extended dev_name local_port remote_port local_ip remote_ip local_mac remote_mac; do
+result defaults "$(for f in enabled extended release dev_name local_port remote_port local_ip remote_ip local_mac remote_mac; do
 	printf '%s=%s ' $f "$(value t $f)"; done)"
 echo eth0 >$CFG/t/dev_name
 echo "$NTO_IP" >$CFG/t/local_ip
@@ -111,6 +115,29 @@ echo 2001:db8::2 >$CFG/v/local_ip || fail "v6 local"
 bad "Invalid argument" v local_ip 10.0.0.1
 rmdir $CFG/v
 
+# --- the release flag (upstream 6.6): extended targets only ------------
+mkdir $CFG/r
+echo eth0 >$CFG/r/dev_name
+echo "$NTO_IP" >$CFG/r/local_ip
+echo "$NTO_HOST" >$CFG/r/remote_ip
+echo 6707 >$CFG/r/remote_port
+echo "$mac" >$CFG/r/remote_mac
+bad "Invalid argument" r release 2 abc ""
+echo y >$CFG/r/release || fail "release=y"
+same r release 1
+expect_errno "Invalid argument" sh -c "echo 1 > $CFG/r/enabled"
+same r enabled 0
+check "release without extended logged" sh -c \
+	"dmesg | tail -n 5 | grep -q 'Not enabling netconsole. Release feature requires extended log message'"
+echo 1 >$CFG/r/extended
+echo 1 >$CFG/r/enabled || fail "enable r"
+expect_errno "Device or resource busy" sh -c "echo 0 > $CFG/r/release"
+same r release 1
+kmsg "<4>nc-cfg release hello"
+# a long record: two pieces, each with the release in front
+kmsg "<4>nc-cfg release long $(head -c 960 /dev/zero | tr '\0' r)"
+rmdir $CFG/r
+
 # --- an IPv6 configfs target -------------------------------------------
 mkdir $CFG/t6
 echo eth0 >$CFG/t6/dev_name
@@ -141,6 +168,12 @@ if insmod /lib/modules/nto/netconsole.ko "netconsole=$p2;6666@$NTO_IP/eth0,x@y" 
 	fail "bad parameter accepted"
 fi
 check "cleaning up logged" sh -c "dmesg | tail -n 10 | grep -q 'netconsole: cleaning up'"
+# 'r' without the '+': refused, as upstream does
+if insmod /lib/modules/nto/netconsole.ko "netconsole=r6666@$NTO_IP/eth0,6709@$NTO_HOST/$mac" 2>/dev/null; then
+	fail "r without + accepted"
+fi
+check "r without + logged" sh -c \
+	"dmesg | tail -n 10 | grep -q 'Release feature requires extended log message'"
 check "no configfs dir left" test ! -e $CFG
 nc_load_again() {
 	insmod /lib/modules/nto/netconsole.ko || fail "reload"
