@@ -65,7 +65,12 @@ static void nt_set_state(struct netpoll_target *nt,
 
 static void nt_free(struct kref *kref)
 {
-	kfree(container_of(kref, struct netpoll_target, kref));
+	struct netpoll_target *nt = container_of(kref, struct netpoll_target, kref);
+	const struct netpoll_target_ops *ops = nt->nts->ops;
+
+	if (ops && ops->free_target)
+		ops->free_target(nt);
+	kfree(nt);
 }
 
 /**
@@ -372,7 +377,7 @@ int netpoll_target_edit_begin(struct netpoll_target *nt)
 
 	if (state == NETPOLL_TARGET_ENABLED)
 		nts_err(nts, "target (%s) is enabled, disable to update parameters\n",
-			config_item_name(&nt->item));
+			config_item_name(&nt->group.cg_item));
 	mutex_unlock(&nts->mutex);
 	return -EBUSY;
 }
@@ -734,20 +739,34 @@ static struct netpoll_targets *to_nts(struct config_group *group)
 	return container_of(group, struct netpoll_targets, configfs_subsys.su_group);
 }
 
-static struct config_item *nts_make_item(struct config_group *group,
-					 const char *name)
+/* A target directory is a group, so that a subsystem can give it groups
+ * of its own (netconsole's userdata/).
+ */
+static struct config_group *nts_make_group(struct config_group *group,
+					   const char *name)
 {
+	const struct netpoll_target_ops *ops;
 	struct netpoll_targets *nts = to_nts(group);
 	struct netpoll_target *nt;
+	int err;
 
 	nt = nt_alloc(nts);
 	if (!nt)
 		return ERR_PTR(-ENOMEM);
 
-	config_item_init_type_name(&nt->item, name, &nts->target_type);
+	config_group_init_type_name(&nt->group, name, &nts->target_type);
+	ops = nts->ops;
+	if (ops && ops->init_group) {
+		err = ops->init_group(nt);
+		if (err) {
+			/* frees a long name too, then the target */
+			config_item_put(&nt->group.cg_item);
+			return ERR_PTR(err);
+		}
+	}
 	nt_link(nt);
 
-	return &nt->item;
+	return &nt->group;
 }
 
 static void nts_drop_item(struct config_group *group, struct config_item *item)
@@ -765,7 +784,7 @@ static void nts_drop_item(struct config_group *group, struct config_item *item)
 }
 
 static struct configfs_group_operations nts_group_ops = {
-	.make_item	= nts_make_item,
+	.make_group	= nts_make_group,
 	.drop_item	= nts_drop_item,
 };
 

@@ -51,10 +51,12 @@ struct netpoll_targets;
  * struct netpoll_target - one destination of a subsystem
  * @nts: the set this target belongs to
  * @list: links the target into @nts->list, under @nts->lock
- * @item: the configfs item; unnamed for targets given as a parameter
+ * @group: the configfs directory; unnamed for targets given as a parameter
  * @kref: lifetime; the memory is freed when the last reference goes
  * @state: see enum netpoll_target_state; written under @nts->lock
  * @flags: free for the subsystem (netconsole keeps "extended" here)
+ * @priv: free for the subsystem (netconsole's userdata); see
+ *	&netpoll_target_ops.init_group and .free_target
  * @np: the netpoll: addresses, ports and device of the target.  Its
  *	parameters change only while the target is disabled, and @np.dev
  *	is valid whenever the target is enabled.
@@ -62,10 +64,11 @@ struct netpoll_targets;
 struct netpoll_target {
 	struct netpoll_targets	*nts;
 	struct list_head	list;
-	struct config_item	item;
+	struct config_group	group;
 	struct kref		kref;
 	enum netpoll_target_state state;
 	u32			flags;
+	void			*priv;
 	struct netpoll		np;
 };
 
@@ -81,12 +84,19 @@ struct netpoll_target {
  *	enabling.  Not called for parameter targets.
  * @enabled: called once @nt has been enabled from configfs, in process
  *	context with the configuration mutex held.
+ * @init_group: called when a target directory is made in configfs, before
+ *	the target is on the list: may set @nt->priv and add default groups
+ *	to @nt->group.  An error fails the mkdir (and free_target runs).
+ * @free_target: called when the last reference to @nt goes, to free what
+ *	init_group set up; @nt->priv is NULL for a parameter target.
  */
 struct netpoll_target_ops {
 	struct configfs_attribute **attrs;
 	int (*parse_prefix)(struct netpoll_target *nt, char **opt);
 	int (*prepare_enable)(struct netpoll_target *nt);
 	void (*enabled)(struct netpoll_target *nt);
+	int (*init_group)(struct netpoll_target *nt);
+	void (*free_target)(struct netpoll_target *nt);
 };
 
 /* A renamed device keeps its targets, which follow the new name (what
@@ -172,7 +182,7 @@ void netpoll_target_edit_end(struct netpoll_target *nt);
  */
 static inline struct netpoll_target *to_netpoll_target(struct config_item *item)
 {
-	return container_of(item, struct netpoll_target, item);
+	return container_of(to_config_group(item), struct netpoll_target, group);
 }
 
 /**

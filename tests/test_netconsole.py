@@ -31,7 +31,8 @@ PARITY_PORTS = {("ref", "basic"): 6601, ("ref", "ext"): 6602,
                 ("ours", "basic"): 6611, ("ours", "ext"): 6612}
 # Ports of the configuration run (see tests/guest/nc_config.sh)
 CONFIG_PORTS = {6701: "inet", 6702: "inet", 6703: "inet6", 6704: "inet",
-                6705: "inet", 6706: "inet6", 6707: "inet", 6708: "inet"}
+                6705: "inet", 6706: "inet6", 6707: "inet", 6708: "inet",
+                6710: "inet"}
 
 # 6.1's veth_xmit() calls __netif_rx() from netpoll's process context with
 # interrupts off, and lockdep_assert_once() in __netif_rx() warns once per
@@ -221,8 +222,8 @@ def test_parity_configfs_matches(parity):
         assert len(ref) == 9, ref
         # and upstream's later attributes, off
         ours = res.values(f"cfg_{phase}_ours")
-        assert "release=0" in ours
-        assert [v for v in ours if v != "release=0"] == ref
+        assert "release=0" in ours and "userdata=" in ours
+        assert [v for v in ours if v not in ("release=0", "userdata=")] == ref
     ref = dict(v.split(" ", 1) for v in res.values("rc_ref"))
     ours = dict(v.split(" ", 1) for v in res.values("rc_ours"))
     # 6.1 says -EINVAL for a change while enabled; the series says -EBUSY
@@ -269,7 +270,9 @@ def test_config_guest_passes(config):
     checked = set(res.values("bad_ok"))
     assert checked == {f"v/{a}" for a in (
         "local_port", "remote_port", "local_ip", "remote_ip", "remote_mac",
-        "enabled", "extended", "dev_name")} | {"r/release"}
+        "enabled", "extended", "dev_name")} | {"r/release", "u/userdata/cpu_nr"}
+    assert res.value("sysdata_defaults").split() == [
+        "cpu_nr=0", "taskname_enabled=0", "release_enabled=0", "msgid_enabled=0"]
     assert res.value("defaults").split() == [
         "enabled=0", "extended=0", "release=0", "dev_name=eth0", "local_port=6665",
         "remote_port=6666", "local_ip=0.0.0.0", "remote_ip=0.0.0.0",
@@ -343,6 +346,54 @@ def test_config_release_flag(config):
     assert all(len(p) <= 1000 for p in conf)
     # without the flag: no release (the extended parameter target)
     assert not any(re.match(rel + rb",", p) for p in packets[6701])
+
+
+def test_config_userdata_and_sysdata(config):
+    """Upstream's userdata (6.9) and sysdata (6.15, msgid 6.17): " key=value"
+    lines after each extended record, editable while the target is enabled,
+    in ncfrag pieces with a long record; its limits (a 53-byte key, 199
+    bytes of value, 256 keys)."""
+    res, packets = config
+    rel = res.value("release")
+    got = packets[6710]
+
+    def record(text: bytes) -> bytes:
+        """What follows the header of the one record with this text."""
+        found = [p.partition(b";")[2] for p in got if b";" + text + b"\n" in p]
+        assert len(found) == 1, (text, got)
+        return found[0]
+
+    ud = b" rack=7\n role=web server\n"
+    assert record(b"nc-cfg ud none") == b"nc-cfg ud none\n"
+    assert record(b"nc-cfg ud two") == b"nc-cfg ud two\n" + ud
+    sysdata = re.compile(rb" cpu=(\d+)\n taskname=(.+)\n release=(.+)\n msgid=(\d+)\n")
+    one = sysdata.fullmatch(record(b"nc-cfg sysdata one"), len(b"nc-cfg sysdata one\n" + ud))
+    two = sysdata.fullmatch(record(b"nc-cfg sysdata two"), len(b"nc-cfg sysdata two\n" + ud))
+    assert one and two, got
+    assert record(b"nc-cfg sysdata one").startswith(b"nc-cfg sysdata one\n" + ud)
+    # The CPU and task that flush the console: the writer's (taskset 2:
+    # CPU 1, sh) unless another CPU held the console lock, as upstream.
+    for m in (one, two):
+        assert m.group(1) in (b"0", b"1") and m.group(2) and m.group(3) == rel.encode()
+    assert int(two.group(4)) == int(one.group(4)) + 1
+    # the long record: header, ncfrag, and a body that is text + userdata + sysdata
+    frags = [re.match(rb"12,(\d+),\d+,-,ncfrag=(\d+)/(\d+);(.*)", p, re.S)
+             for p in got if b"ncfrag=" in p]
+    assert len(frags) == 2 and all(frags), got
+    body = frags[0].group(4) + frags[1].group(4)
+    assert int(frags[0].group(3)) == len(body) and int(frags[1].group(2)) == len(frags[0].group(4))
+    text = b"nc-cfg ud long " + b"u" * 900 + b"\n"
+    assert body.startswith(text + ud), body[-200:]
+    assert sysdata.fullmatch(body, len(text + ud))
+    assert all(len(p) <= 1000 for p in got)
+    k53, v199 = b"k" * 53, b"v" * 199
+    assert record(b"nc-cfg ud limits") == \
+        b"nc-cfg ud limits\n" + ud + b" " + k53 + b"=" + v199 + b"\n release=" + rel.encode() + b"\n"
+    assert record(b"nc-cfg ud after rmdir") == \
+        b"nc-cfg ud after rmdir\n rack=7\n release=" + rel.encode() + b"\n"
+    assert record(b"nc-cfg ud off") == b"nc-cfg ud off\n"
+    # the other extended targets carry none of it
+    assert not any(b" rack=7\n" in p for p in packets[6701] + packets[6707])
 
 
 # --- interface events and torture ------------------------------------------

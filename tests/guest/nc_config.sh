@@ -6,7 +6,7 @@
 # Host listeners: 6701 extended param, 6702 basic param, 6703 IPv6 param,
 # 6704/6705 the configfs target before/after its port changed, 6706 an IPv6
 # configfs target, 6707 a configfs target and 6708 a param target with the
-# release flag (upstream 6.6).
+# release flag (upstream 6.6), 6710 a target with userdata and sysdata.
 . /tests/lib.sh
 . /tests/nc_lib.sh
 mac=$(arg hostmac ff:ff:ff:ff:ff:ff)
@@ -137,6 +137,66 @@ kmsg "<4>nc-cfg release hello"
 # a long record: two pieces, each with the release in front
 kmsg "<4>nc-cfg release long $(head -c 960 /dev/zero | tr '\0' r)"
 rmdir $CFG/r
+
+# --- userdata and sysdata (upstream 6.9, 6.15, 6.17), to port 6710 -----
+U=$CFG/u/userdata
+mkdir $CFG/u
+echo eth0 >$CFG/u/dev_name
+echo "$NTO_IP" >$CFG/u/local_ip
+echo "$NTO_HOST" >$CFG/u/remote_ip
+echo 6710 >$CFG/u/remote_port
+echo "$mac" >$CFG/u/remote_mac
+echo 1 >$CFG/u/extended
+check "userdata/ made with the target" test -d $U
+result sysdata_defaults "$(for f in cpu_nr taskname_enabled release_enabled msgid_enabled; do
+	printf '%s=%s ' $f "$(cat $U/$f)"; done)"
+echo 1 >$CFG/u/enabled || fail "enable u"
+kmsg "<4>nc-cfg ud none"
+# keys are editable while the target is enabled; one without a value is not sent
+mkdir $U/rack $U/role $U/empty || fail "mkdir keys"
+echo 7 >$U/rack/value || fail "rack"
+echo "web server" >$U/role/value || fail "role"
+same u/userdata/role value "web server"
+kmsg "<4>nc-cfg ud two"
+bad "Invalid argument" u/userdata cpu_nr 2 abc ""
+for f in cpu_nr taskname_enabled release_enabled msgid_enabled; do
+	echo 1 >$U/$f || fail "$f"
+done
+taskset 2 sh -c 'echo "<4>nc-cfg sysdata one" >/dev/kmsg'
+taskset 2 sh -c 'echo "<4>nc-cfg sysdata two" >/dev/kmsg'
+# a long record: its text, userdata and sysdata go in ncfrag pieces
+kmsg "<4>nc-cfg ud long $(head -c 900 /dev/zero | tr '\0' u)"
+echo 0 >$U/cpu_nr
+echo 0 >$U/taskname_enabled
+echo 0 >$U/msgid_enabled
+# limits: a 53-byte key, a 199-byte value (and echo's newline)
+k53=$(head -c 53 /dev/zero | tr '\0' k)
+mkdir $U/$k53 || fail "53-byte key"
+expect_errno "File name too long" mkdir $U/${k53}k
+v199=$(head -c 199 /dev/zero | tr '\0' v)
+echo "$v199" >$U/$k53/value || fail "199-byte value"
+expect_errno "Message too long" sh -c "echo ${v199}v >$U/$k53/value"
+same u/userdata/$k53 value "$v199"
+kmsg "<4>nc-cfg ud limits"
+# 256 keys at most: four made, 252 more, then one too many
+i=0
+while [ $i -lt 252 ]; do
+	mkdir $U/x$i || fail "key $i"
+	i=$((i + 1))
+done
+expect_errno "No space left on device" mkdir $U/x252
+expect_errno "Directory not empty" rmdir $CFG/u
+i=0
+while [ $i -lt 252 ]; do
+	rmdir $U/x$i
+	i=$((i + 1))
+done
+rmdir $U/$k53 $U/empty $U/role
+kmsg "<4>nc-cfg ud after rmdir"
+rmdir $U/rack
+echo 0 >$U/release_enabled
+kmsg "<4>nc-cfg ud off"
+rmdir $CFG/u || fail "rmdir u"
 
 # --- an IPv6 configfs target -------------------------------------------
 mkdir $CFG/t6
