@@ -71,22 +71,36 @@ def console_rip(console: str, func: str) -> int:
 _REG_RE = re.compile(r"\b(R[A-Z0-9]{1,2}|RSP): (?:0018:)?([0-9a-f]{16})\b")
 
 
+_STAMP_RE = re.compile(r"^(?:<\d+>)?\[\s*(\d+\.\d+)\]")
+
+
 def console_regs(console: str, func: str) -> dict[str, int]:
     """The registers the console printed for the first oops in ``func``.
 
     The lines after ``RIP: 0010:func+...`` up to ``CR2:`` are read for
-    ``REG: value`` pairs; other lines (another CPU's report interleaved) are
-    skipped.
+    ``REG: value`` pairs.  Another CPU's output can fall in between: its
+    KASAN report, or the "executive summary" that oops_end() prints of the
+    first oops once it has let go of the die lock, registers and all.  So
+    a register line counts only if it has the RIP line's timestamp (a CPU
+    prints its oops with interrupts off: one timestamp for the block),
+    unless no line does.
     """
     lines = console.splitlines()
     start = next(i for i, l in enumerate(lines) if f"RIP: 0010:{func}+" in l)
-    regs: dict[str, int] = {}
-    for line in lines[start + 1:start + 40]:
-        if "RIP: " in line:
+    m = _STAMP_RE.match(lines[start])
+    stamp = m.group(1) if m else None
+    window = []
+    for line in lines[start + 1:start + 60]:
+        if f"RIP: 0010:{func}+" in line:
             break
+        window.append(line)
+        if "CR2: " in line and (stamp is None or stamp in line):
+            break
+    own = [l for l in window
+           if stamp is not None and (m := _STAMP_RE.match(l)) and m.group(1) == stamp]
+    regs: dict[str, int] = {}
+    for line in own if any(_REG_RE.search(l) for l in own) else window:
         for name, value in _REG_RE.findall(line):
             # R08 on the console is r8 in struct pt_regs
             regs.setdefault(re.sub(r"^r0(\d)$", r"r\1", name.lower()), int(value, 16))
-        if "CR2: " in line and len(regs) >= 16:
-            break
     return regs
