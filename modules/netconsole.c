@@ -99,32 +99,47 @@ static bool netconsole_is_extended(const struct netpoll_target *nt)
 	return nt->flags & NETCONSOLE_EXTENDED;
 }
 
-static ssize_t netconsole_extended_show(struct config_item *item, char *buf)
-{
-	return sysfs_emit(buf, "%d\n",
-			  netconsole_is_extended(to_netpoll_target(item)));
-}
-
-static ssize_t netconsole_extended_store(struct config_item *item,
-					 const char *buf, size_t count)
+/*
+ * Set or clear a flag of a disabled target: -EBUSY first, as 6.1 does,
+ * then @parse_err, the caller's verdict on the value.
+ */
+static ssize_t netconsole_flag_store(struct config_item *item, u32 flag,
+				     int parse_err, bool on, size_t len)
 {
 	struct netpoll_target *nt = to_netpoll_target(item);
-	int extended;
 	int err;
 
 	err = netpoll_target_edit_begin(nt);
 	if (err)
 		return err;
 
-	if (kstrtoint(buf, 10, &extended) || extended < 0 || extended > 1)
-		err = -EINVAL;
-	else if (extended)
-		nt->flags |= NETCONSOLE_EXTENDED;
-	else
-		nt->flags &= ~NETCONSOLE_EXTENDED;
+	if (!parse_err) {
+		if (on)
+			nt->flags |= flag;
+		else
+			nt->flags &= ~flag;
+	}
 
 	netpoll_target_edit_end(nt);
-	return err ? err : strnlen(buf, count);
+	return parse_err ? parse_err : len;
+}
+
+static ssize_t netconsole_extended_show(struct config_item *item, char *buf)
+{
+	return sysfs_emit(buf, "%d\n",
+			  netconsole_is_extended(to_netpoll_target(item)));
+}
+
+/* 0 or 1, as 6.1 takes it */
+static ssize_t netconsole_extended_store(struct config_item *item,
+					 const char *buf, size_t count)
+{
+	int extended = 0;
+	bool bad;
+
+	bad = kstrtoint(buf, 10, &extended) || extended < 0 || extended > 1;
+	return netconsole_flag_store(item, NETCONSOLE_EXTENDED, bad ? -EINVAL : 0,
+				     extended == 1, strnlen(buf, count));
 }
 
 CONFIGFS_ATTR(netconsole_, extended);
@@ -144,24 +159,12 @@ static ssize_t netconsole_release_show(struct config_item *item, char *buf)
 static ssize_t netconsole_release_store(struct config_item *item,
 					const char *buf, size_t count)
 {
-	struct netpoll_target *nt = to_netpoll_target(item);
-	bool release;
+	bool release = false;
 	int err;
 
-	err = netpoll_target_edit_begin(nt);
-	if (err)
-		return err;
-
 	err = kstrtobool(buf, &release);
-	if (!err) {
-		if (release)
-			nt->flags |= NETCONSOLE_RELEASE;
-		else
-			nt->flags &= ~NETCONSOLE_RELEASE;
-	}
-
-	netpoll_target_edit_end(nt);
-	return err ? err : strnlen(buf, count);
+	return netconsole_flag_store(item, NETCONSOLE_RELEASE, err, release,
+				     strnlen(buf, count));
 }
 
 CONFIGFS_ATTR(netconsole_, release);

@@ -116,12 +116,7 @@ bad "Invalid argument" v local_ip 10.0.0.1
 rmdir $CFG/v
 
 # --- the release flag (upstream 6.6): extended targets only ------------
-mkdir $CFG/r
-echo eth0 >$CFG/r/dev_name
-echo "$NTO_IP" >$CFG/r/local_ip
-echo "$NTO_HOST" >$CFG/r/remote_ip
-echo 6707 >$CFG/r/remote_port
-echo "$mac" >$CFG/r/remote_mac
+nc_target r eth0 "$NTO_IP" "$NTO_HOST" 6707 "$mac" 0
 bad "Invalid argument" r release 2 abc ""
 echo y >$CFG/r/release || fail "release=y"
 same r release 1
@@ -140,13 +135,7 @@ rmdir $CFG/r
 
 # --- userdata and sysdata (upstream 6.9, 6.15, 6.17), to port 6710 -----
 U=$CFG/u/userdata
-mkdir $CFG/u
-echo eth0 >$CFG/u/dev_name
-echo "$NTO_IP" >$CFG/u/local_ip
-echo "$NTO_HOST" >$CFG/u/remote_ip
-echo 6710 >$CFG/u/remote_port
-echo "$mac" >$CFG/u/remote_mac
-echo 1 >$CFG/u/extended
+nc_target u eth0 "$NTO_IP" "$NTO_HOST" 6710 "$mac" 1
 check "userdata/ made with the target" test -d $U
 result sysdata_defaults "$(for f in cpu_nr taskname_enabled release_enabled msgid_enabled; do
 	printf '%s=%s ' $f "$(cat $U/$f)"; done)"

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from harness import TOP
+from harness import BRIDGE, TOP, Netns
 
 sys.path.insert(0, str(TOP / "collector"))
 from netoops_collector import proto  # noqa: E402
@@ -80,10 +80,9 @@ def udp_pcap(path: Path, datagrams: Sequence[tuple[int, bytes]], sport: int = 66
             f.write(struct.pack("<IIII", 1_780_000_000 + i, 0, len(eth), len(eth)) + eth)
 
 
-def capture(ns, path: Path, *bpf: str):  # type: ignore[no-untyped-def]
+def capture(ns: Netns, path: Path, *bpf: str) -> subprocess.Popen:
     """tcpdump on the namespace's bridge into ``path`` (pcap), until
     ns.kill() of what this returns; returns once it is capturing."""
-    from harness import BRIDGE
     proc = ns.spawn(["ip", "netns", "exec", ns.name, "tcpdump", "-n", "-i", BRIDGE, "-U",
                      "-Z", "root", "-w", str(path), *bpf],
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
