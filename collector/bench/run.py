@@ -207,12 +207,14 @@ def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]
     proc.wait_for("dump ", count=warm.dumps, timeout=300, idle=30)
     proc.stop_all()
     burst.send(("127.0.0.1", port))
+    cpu0 = thread_cpu(proc.p.pid)
     t0 = time.time()
     proc.signal(signal.SIGCONT)
     total = warm.dumps + burst.dumps
     durable = proc.wait_for(f" {total} this run;", timeout=300, idle=30)
     read = proc.wait_for(f"counters: packets {warm.packets + burst.packets},",
                          timeout=60, idle=30)
+    cpu1 = thread_cpu(proc.p.pid)
     stored = proc.wait_for("dump ", count=total, timeout=300, idle=30)
     proc.stop()
     out = verify(db, burst, before=warm.packets)
@@ -227,6 +229,24 @@ def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]
     out["durable_ms"] = (durable - t0) * 1e3 if durable else 0.0
     out["pps"] = burst.packets / (done - t0) if done else 0.0
     out["stored_pps"] = burst.packets / (stored - t0) if stored else 0.0
+    out["cpu_ms"] = {name: (cpu1.get(name, 0) - cpu0.get(name, 0)) / 1e6 for name in cpu1}
+    return out
+
+
+def thread_cpu(pid: int) -> dict[str, int]:
+    """CPU time (ns, from schedstat) of each of a process's threads, by
+    name: the C threads are nrx-read and nrx-handle, the Python thread
+    that takes their records and journals is "main", the others (storing,
+    syncing) "other" together."""
+    out: dict[str, int] = {}
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            comm = (t / "comm").read_text().strip()
+            ns = int((t / "schedstat").read_text().split()[0])
+        except OSError:
+            continue
+        name = comm if comm.startswith("nrx-") else "main" if t.name == str(pid) else "other"
+        out[name] = out.get(name, 0) + ns
     return out
 
 
@@ -305,6 +325,8 @@ def main() -> int:
                 f"{c['stored_pps']:,.0f} to "
                 f"analysed and in SQLite (lost {c['lost']}, "
                 f"{c['complete_exact']}/{args.dumps} dumps stored complete and exact)")
+            log("         CPU until durable: " + ", ".join(
+                f"{name} {ms:.1f} ms" for name, ms in sorted(c["cpu_ms"].items())))
             sinks.append(s)
             cols.append(c)
         sink_pps = statistics.median(float(s["pps"]) for s in sinks)
@@ -323,6 +345,10 @@ def main() -> int:
         f"(zero loss verified in the db: {'yes' if zero_loss else 'NO'})")
     log(f"to analysed and committed to SQLite: {stored_pps:12,.0f} packets/s, ratio "
         f"{stored_pps / sink_pps:.3f}")
+    names = sorted({name for c in cols for name in c["cpu_ms"]})
+    log("CPU until durable, medians: " + ", ".join(
+        f"{name} {statistics.median(c['cpu_ms'].get(name, 0.0) for c in cols):.1f} ms"
+        for name in names))
     if good:
         log(f"largest burst absorbed with zero loss: {good['dumps']} simultaneous dumps = "
             f"{good['sent']} packets sent at {float(good['send_pps']):,.0f} packets/s "

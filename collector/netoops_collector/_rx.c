@@ -77,6 +77,7 @@
 #define NRX_GROUP_BYTES	4		/* groups hold at most 1/4 of the ring's size */
 #define NRX_HOLD_MS	100
 #define NRX_CLASSES	11		/* group buffers of 2^k packets, k < 11 */
+#define NRX_FIRST_CLASS	3		/* doubled up to 8 packets at least */
 #define NRX_BATCHES	32		/* read and not yet handled: 5.8 MB */
 
 struct batch;
@@ -423,6 +424,24 @@ static size_t group_size(const struct grp *g)
 	return sizeof(*g) + (g->count + 7) / 8;
 }
 
+/*
+ * The class of @g's next buffer: twice the last, or at once one for the
+ * whole dump while the groups hold under half of what they may (doubling
+ * copies every packet once more on the way; under pressure memory follows
+ * what arrived).
+ */
+static int next_class(const struct nrx *r, const struct grp *g)
+{
+	int cls = 0;
+
+	while (1u << cls < g->count)
+		cls++;
+	if (g->cls >= NRX_FIRST_CLASS &&
+	    r->own.group_bytes + class_bytes(cls) <= r->group_cap / 2)
+		return cls;
+	return g->cls + 1;
+}
+
 /* A buffer of 2^@cls packets: a spare one, or a new one. */
 static void *buf_get(struct nrx *r, int cls)
 {
@@ -580,7 +599,7 @@ static int group_add(struct nrx *r, uint8_t family, const uint8_t *addr, uint16_
 		return 0;	/* the same packet_no again, with other data */
 	}
 	if (g->have == g->cap) {
-		int cls = g->cls + 1;
+		int cls = next_class(r, g);
 		uint8_t *more;
 
 		grow = class_bytes(cls);
@@ -765,6 +784,10 @@ static void *read_thread(void *arg)
 /* Handle one batch: count, drop copies, group, queue. False if stopping. */
 static int handle(struct nrx *r, struct batch *b)
 {
+	uint8_t family[NRX_BATCH], flags[NRX_BATCH], addr[NRX_BATCH][16];
+	uint16_t port[NRX_BATCH];
+	uint32_t len[NRX_BATCH];
+	uint64_t h[NRX_BATCH];
 	int i, got;
 
 	if (b->drops_known) {
@@ -774,29 +797,38 @@ static int handle(struct nrx *r, struct batch *b)
 	}
 	if (b->n)
 		r->own.last_read_ns = (uint64_t)(b->arrival * 1e9);
+	/*
+	 * First every packet's hash, with its slots in the copy tables
+	 * fetched: the tables are far bigger than the caches, and misses
+	 * waited for one at a time were half of this thread's time.
+	 */
 	for (i = 0; i < b->n; i++) {
-		struct msghdr *mh = &b->msgs[i].msg_hdr;
-		uint32_t len = b->msgs[i].msg_len;
-		uint8_t family, flags = 0, addr[16];
-		uint16_t port;
-
-		if (mh->msg_flags & MSG_TRUNC)
-			flags |= NRX_F_CUT;
-		if (len > NRX_BUF)
-			len = NRX_BUF;
-		source_of(&b->addrs[i], &family, &port, addr);
+		len[i] = b->msgs[i].msg_len;
+		flags[i] = b->msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? NRX_F_CUT : 0;
+		if (len[i] > NRX_BUF)
+			len[i] = NRX_BUF;
+		source_of(&b->addrs[i], &family[i], &port[i], addr[i]);
+		h[i] = 0;
+		if (len[i] == NRX_PACKET && !flags[i]) {
+			h[i] = hash_packet(addr[i], port[i], b->bufs[i]);
+			__builtin_prefetch(&r->cur[h[i] & (NRX_SLOTS - 1)]);
+			__builtin_prefetch(&r->prev[h[i] & (NRX_SLOTS - 1)]);
+		}
+	}
+	for (i = 0; i < b->n; i++) {
 		r->own.packets++;
 		got = 0;
-		if (len == NRX_PACKET && !flags) {
-			if (is_copy(r, hash_packet(addr, port, b->bufs[i]))) {
+		if (h[i]) {
+			if (is_copy(r, h[i])) {
 				r->own.duplicates++;
 				continue;
 			}
 			if (groupable(r, b->bufs[i]))
-				got = group_add(r, family, addr, port, b->arrival, b->bufs[i]);
+				got = group_add(r, family[i], addr[i], port[i], b->arrival,
+						b->bufs[i]);
 		}
-		if (got < 0 || (!got && !emit_one(r, len, port, family, flags, addr,
-						  b->arrival, b->bufs[i])))
+		if (got < 0 || (!got && !emit_one(r, len[i], port[i], family[i], flags[i],
+						  addr[i], b->arrival, b->bufs[i])))
 			return 0;
 	}
 	return 1;

@@ -40,13 +40,34 @@ class JournalError(OSError):
 _META = tuple(f.name for f in dataclasses.fields(Dump) if f.name != "log")
 
 
-def encode(dump: Dump) -> bytes:
+def encode_parts(dump: Dump) -> tuple[bytes, bytes]:
+    """A record as its head (with the metadata) and its log, not joined:
+    the log is most of it, and is written from where it is."""
     meta = {name: getattr(dump, name) for name in _META}    # no deep copy of the log
     log = getattr(dump, "log_bytes", None)     # decoded with "replace", as on replay
     if log is None:
         log = dump.log.encode("utf-8", "surrogateescape")
     raw = json.dumps(meta, separators=(",", ":")).encode()
-    return _HEAD.pack(_MAGIC, len(raw), len(log), zlib.crc32(log, zlib.crc32(raw))) + raw + log
+    return _HEAD.pack(_MAGIC, len(raw), len(log), zlib.crc32(log, zlib.crc32(raw))) + raw, log
+
+
+def encode(dump: Dump) -> bytes:
+    return b"".join(encode_parts(dump))
+
+
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    """Write ``parts`` in order with writev(), however little each call takes."""
+    views = [memoryview(p) for p in parts if p]
+    i = 0
+    while i < len(views):
+        n = os.writev(fd, views[i:i + 1024])    # IOV_MAX
+        while n:
+            if n >= len(views[i]):
+                n -= len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
 
 
 def decode(buf: bytes) -> tuple[list[Dump], bool]:
@@ -103,7 +124,8 @@ class Journal:
     # -- the receive loop ------------------------------------------------
     def write(self, dumps: list[Dump]) -> None:
         """Write ``dumps`` (not yet synced: see :meth:`sync`)."""
-        blob = b"".join(encode(d) for d in dumps)
+        parts = [part for d in dumps for part in encode_parts(d)]
+        size = sum(len(p) for p in parts)
         with self._lock:
             try:
                 if self._fd < 0:
@@ -111,15 +133,13 @@ class Journal:
                                        os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                                        0o600)
                     self._sync_dir()
-                view = memoryview(blob)
                 try:
-                    while view:
-                        view = view[os.write(self._fd, view):]
+                    _write_all(self._fd, parts)
                 except OSError:     # no torn record for later ones to follow
                     os.ftruncate(self._fd, self._size)
                     raise
                 seq = self._seq
-                if self._size + len(blob) >= self.segment_bytes:
+                if self._size + size >= self.segment_bytes:
                     os.fdatasync(self._fd)      # closed: synced here, not by sync()
                     os.close(self._fd)
                     self._fd = -1
@@ -133,8 +153,8 @@ class Journal:
                 self._count[seq] = self._count.get(seq, 0) + 1
                 if old is not None:     # counted after the new one: never empties it
                     self._drop(old)
-            self._size = 0 if seq != self._seq else self._size + len(blob)
-            self.bytes += len(blob)
+            self._size = 0 if seq != self._seq else self._size + size
+            self.bytes += size
 
     def sync(self) -> None:
         """Make what was written durable.  The lock is not held meanwhile, so

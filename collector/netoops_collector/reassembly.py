@@ -388,18 +388,20 @@ class Reassembler:
             self._enforce_bytes(entry, addr, now, out)
         return out
 
-    def feed_group(self, packets: bytes, hashes: array[int], source: str, port: int,
+    def feed_group(self, packets: bytes | memoryview, hashes: array[int], source: str, port: int,
                    now: float | None = None) -> Sequence[Dump]:
         """Take a whole dump at once: ``packets`` holds packet_no 0 to n-1 in
         order, each a packet that passed the fast path's checks, with one
         header but for packet_no (the C receiver's :class:`rx.Group`), and
         ``hashes`` their chunk_hash.  The result is what feeding them one by
         one gives; where that could differ (part of the dump is already
-        here, or it does not fit without evicting), they are fed so."""
+        here, or it does not fit without evicting), they are fed so.
+        ``packets`` may be a view of a buffer reused after this returns:
+        nothing here keeps it."""
         if now is None:
             now = self.clock()
         n = len(hashes)
-        first = packets[:_PACKET_SIZE]
+        first = bytes(packets[:_PACKET_SIZE])
         hdr = _PREFIX_UNPACK(first)
         key = (source, port, hdr[8], hdr[1], hdr[5])
         cost = ENTRY_COST + n * CHUNK_COST
@@ -413,7 +415,7 @@ class Reassembler:
             out: list[Dump] = []
             feed = self.feed
             for at in range(0, len(packets), _PACKET_SIZE):
-                out += feed(packets[at:at + _PACKET_SIZE], source, port, now)
+                out += feed(bytes(packets[at:at + _PACKET_SIZE]), source, port, now)
             return out
         out = []
         entry = self._start(key, first, n, now, out)

@@ -40,7 +40,7 @@ class Group(NamedTuple):
     """A whole dump: its packets in packet_no order (``count`` of them, one
     header each), and :func:`chunk_hash` of each packet's data."""
 
-    packets: bytes
+    packets: bytes | memoryview     # from take(): valid until the next take()
     hashes: array  # type: ignore[type-arg]
 
     @property
@@ -131,7 +131,8 @@ class CReceiver:
 
     def take(self, timeout: float = 0.0) -> Iterator[tuple[Datagram, str, int]]:
         """The queued datagrams (up to 4 MiB of them) as (bytes, address, port),
-        a whole dump as (:class:`Group`, address, port)."""
+        a whole dump as (:class:`Group`, address, port), its packets a view
+        of this receiver's buffer: valid until take() is called again."""
         assert self._h is not None
         n = self._lib.nrx_take(self._h, self._buf, _TAKE, int(timeout * 1000))
         if not n:
@@ -154,7 +155,8 @@ class CReceiver:
                 count = length // (_P + 8)
                 hashes = array("q")
                 hashes.frombytes(raw[start + count * _P:start + length])
-                yield Group(raw[start:start + count * _P].tobytes(), hashes), host, port
+                # not copied: a dump is handled before the next take()
+                yield Group(raw[start:start + count * _P], hashes), host, port
             elif flags & _GROUP:
                 for at in range(start, start + length, _P):
                     yield raw[at:at + _P].tobytes(), host, port

@@ -48,7 +48,10 @@ def take_all(r: rx.CReceiver, want: int, timeout: float = 5
     out: list[tuple[rx.Datagram, str, int]] = []
     end = time.monotonic() + timeout
     while size(out) < want and time.monotonic() < end:
-        out += list(r.take(0.05))
+        # a group's packets are a view of the receiver's buffer, valid
+        # until the next take(): kept here, so copied
+        out += [(rx.Group(bytes(buf.packets), buf.hashes) if isinstance(buf, rx.Group)
+                 else buf, host, port) for buf, host, port in r.take(0.05)]
     return out
 
 
