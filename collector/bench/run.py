@@ -145,7 +145,7 @@ def build_sink(tmp: Path) -> Path:
 
 def start_serve(db: Path, *args: str) -> tuple[Proc, int]:
     proc = Proc([PYTHON, "-m", "netoops_collector", "--db", str(db), "serve",
-                 "--listen", "127.0.0.1:0", *args])
+                 "--listen", "127.0.0.1:0", "--netconsole-listen", "off", *args])
     if proc.wait_for("listening on", timeout=30) is None:
         raise RuntimeError(f"serve did not start: {proc.lines}")
     line = next(line for _, line in proc.lines if "listening on" in line)

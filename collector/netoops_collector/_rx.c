@@ -809,7 +809,7 @@ static int handle(struct nrx *r, struct batch *b)
 			len[i] = NRX_BUF;
 		source_of(&b->addrs[i], &family[i], &port[i], addr[i]);
 		h[i] = 0;
-		if (len[i] == NRX_PACKET && !flags[i]) {
+		if (len[i] == NRX_PACKET && !flags[i] && r->max_count) {
 			h[i] = hash_packet(addr[i], port[i], b->bufs[i]);
 			__builtin_prefetch(&r->cur[h[i] & (NRX_SLOTS - 1)]);
 			__builtin_prefetch(&r->prev[h[i] & (NRX_SLOTS - 1)]);
@@ -913,7 +913,9 @@ void nrx_stop(struct nrx *r);
 
 /*
  * Start a receive thread on @fd (a bound UDP socket) with a ring of
- * @ring_bytes; dumps of up to @max_count packets are grouped.  Returns
+ * @ring_bytes; dumps of up to @max_count packets are grouped.  With
+ * @max_count 0 the socket is not netoops': every datagram is passed on
+ * as it is (no copy dropped, none grouped), as netconsole needs.  Returns
  * NULL (errno set) on failure.
  */
 struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count)

@@ -11,18 +11,19 @@ import urllib.parse
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import __version__, config, proto, store, views
+from . import __version__, config, ncstore, proto, store, views
 from .alerts import AlertConfig
 from .query import Filter, QueryError, parse_time
 from .reassembly import Limits
 from .retention import Retention, prune
 from .symbolize import SymbolError, Symbols, annotate
+from .netconsole import DEFAULT_PORT as NETCONSOLE_PORT
 from .server import DEFAULT_RCVBUF, ListenError, ServeConfig, Server, parse_listen
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DB, EXIT_LISTEN = 0, 1, 2, 3, 4
 EXIT_STATUS = """exit status:
   0  success (a query that matches nothing too)
-  1  no such dump (show)
+  1  no such dump (show), no netconsole lines from that host (tail)
   2  bad arguments: an unknown option, a bad time, an ambiguous or unknown
      signature prefix, a --symbols directory that is missing or holds a
      file binutils cannot read
@@ -86,6 +87,10 @@ def _listen(text: str) -> str:
     return text
 
 
+def _nc_listen(text: str) -> str:
+    return text if text == "off" else _listen(text)
+
+
 def _symbols_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--symbols", type=Path, metavar="DIR",
                         default=os.environ.get("NETOOPS_SYMBOLS") or None,
@@ -123,6 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
     keep.add_argument("--keep-bytes", type=_limit(int), default=ret.max_bytes,
                       metavar="BYTES", help="keep the newest dumps whose logs fit in BYTES; "
                                             "0: no limit (default %(default)s)")
+    cfg0 = ServeConfig(db=Path())
+    keep.add_argument("--keep-netconsole-days", type=_limit(float),
+                      default=cfg0.netconsole_days, metavar="DAYS",
+                      help="remove netconsole lines older than this; 0: no limit "
+                           "(default %(default)g)")
+    keep.add_argument("--keep-netconsole-lines", type=_limit(int),
+                      default=cfg0.netconsole_lines, metavar="N",
+                      help="keep the N newest netconsole lines; 0: no limit "
+                           "(default %(default)s)")
     lim = Limits()
     serve = sub.add_parser("serve", parents=[common, keep], help="receive and store dumps",
                            description="Receive netoops dumps over UDP and store them.",
@@ -138,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address to listen on, repeatable: HOST:PORT, [V6ADDR]:PORT "
                             "(IPv6 only), or :PORT for every IPv4 and IPv6 address on one "
                             f"dual-stack socket (default :{proto.PORT})")
+    serve.add_argument("--netconsole-listen", action="append", type=_nc_listen,
+                       metavar="HOST:PORT",
+                       help="where netconsole lines are received, repeatable, as --listen; "
+                            "off: nowhere (default :%d: if that port is taken, netconsole "
+                            "reception is off and the log says so)" % NETCONSOLE_PORT)
     serve.add_argument("--quiet-timeout", type=_positive(float), default=lim.quiet_timeout,
                        metavar="SECONDS",
                        help="finalise an incomplete dump as partial after this much "
@@ -164,7 +183,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="new dumps a source address may start: N at once and N a minute "
                             "after that; beyond, a datagram that would start one is rejected "
                             "(default %(default)s)")
-    cfg0 = ServeConfig(db=Path())
     serve.add_argument("--receiver", choices=("auto", "c", "python"), default=cfg0.receiver,
                        help="who reads the sockets: the C receive thread (recvmmsg, copies "
                             "dropped, a ring buffer so that receiving never waits for "
@@ -237,6 +255,30 @@ def build_parser() -> argparse.ArgumentParser:
                    epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     show = sub.add_parser("show", parents=[query, symbols], help="show one dump")
     show.add_argument("id", type=int, metavar="ID", help="dump id, from `list`")
+    show.add_argument("--netconsole", type=_limit(float), default=5.0, metavar="MINUTES",
+                      help="with the netconsole lines its source sent in the MINUTES "
+                           "before the dump; 0: none (default %(default)g)")
+    tail = sub.add_parser("tail", parents=[query],
+                          help="a host's netconsole lines, newest last",
+                          description="The last lines of the newest netconsole stream "
+                                      "(one boot) of a source address.",
+                          epilog=EXIT_STATUS,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    tail.add_argument("--host", required=True, metavar="ADDR", help="the source address")
+    tail.add_argument("-n", "--lines", type=_positive(int), default=20, metavar="N",
+                      help="how many lines (default %(default)s)")
+    quiet = sub.add_parser("silent", parents=[query],
+                           help="hosts whose netconsole stopped without a dump",
+                           description="Sources whose newest netconsole stream stopped at "
+                                       "least --after seconds ago with no dump from them "
+                                       "since: machines that went silent.  Each with its "
+                                       "last lines.",
+                           epilog=EXIT_STATUS,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    quiet.add_argument("--after", type=_positive(float), default=300.0, metavar="SECONDS",
+                       help="silent for at least this long (default %(default)g)")
+    quiet.add_argument("-n", "--lines", type=_positive(int), default=5, metavar="N",
+                       help="last lines shown of each (default %(default)s)")
     sub.add_parser("groups", parents=[query], help="dumps grouped by crash signature")
     sub.add_parser("stats", parents=[query], help="receive statistics")
     prune = sub.add_parser(
@@ -263,9 +305,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     except config.ConfigError as err:
         ap.exit(EXIT_USAGE, f"netoops-collector: {err}\n")
     listen, db = cfg.pop("listen", None), cfg.pop("db", None)
+    nc_listen = cfg.pop("netconsole_listen", None)
     args.serve_parser.set_defaults(**cfg)
     args = ap.parse_args(argv)
     args.listen = args.listen or listen
+    args.netconsole_listen = args.netconsole_listen or nc_listen
     if args.db is None:
         args.db = db
     return args
@@ -282,15 +326,18 @@ def _prune(args: argparse.Namespace, db: Path) -> int:
     st = store.Store(db)
     try:
         done = prune(st.conn, _retention(args), dry_run=args.dry_run)
+        lines = ncstore.prune(st.conn, args.keep_netconsole_days * 86400 or None,
+                              args.keep_netconsole_lines or None, dry_run=args.dry_run)
     finally:
         st.close()
     if args.json:
         sys.stdout.write(views.to_json({"format": views.FORMAT, "dry_run": args.dry_run,
-                                        **done.as_dict()}))
+                                        **done.as_dict(), "netconsole_lines": lines}))
     else:
         verb = "would remove" if args.dry_run else "removed"
         print(f"{verb} {done.dumps} dump(s), {done.bytes} bytes of logs ({done.by_age} by "
-              f"age, {done.by_count} by count, {done.by_size} by size)")
+              f"age, {done.by_count} by count, {done.by_size} by size), {lines} netconsole "
+              "line(s)")
     return EXIT_OK
 
 
@@ -313,7 +360,10 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                                          every_dump=args.hook_every_dump,
                                          timeout=args.hook_timeout,
                                          symbols=args.symbols),
-                      metrics=args.metrics, metrics_textfile=args.metrics_textfile)
+                      metrics=args.metrics, metrics_textfile=args.metrics_textfile,
+                      netconsole=_nc_specs(args.netconsole_listen),
+                      netconsole_days=args.keep_netconsole_days or None,
+                      netconsole_lines=args.keep_netconsole_lines or None)
     try:
         server = Server(cfg)
     except store.StoreError as err:
@@ -325,6 +375,13 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         server.close()
         print(f"netoops-collector: {err}", file=sys.stderr)
         return EXIT_LISTEN
+
+
+def _nc_specs(given: list[str] | None) -> list[str] | None:
+    """None: the default port; []: off."""
+    if not given:
+        return None
+    return [] if "off" in given else given
 
 
 def _filter(args: argparse.Namespace) -> Filter:
@@ -356,7 +413,20 @@ def _query(args: argparse.Namespace, db: Path) -> int:
                 return EXIT_NOT_FOUND
             if syms is not None:
                 dump = annotate(dump, syms)
+            nc = ncstore.before_dump(conn, dump, args.netconsole) if args.netconsole else None
+            if nc is not None:      # the key only where there are lines
+                dump["netconsole"] = nc
             sys.stdout.write(views.show_json(dump) if args.json else views.show_text(dump))
+        elif args.command == "tail":
+            got = ncstore.tail(conn, args.host, args.lines)
+            if got is None:
+                print(f"netoops-collector: no netconsole lines from {args.host} in {db}",
+                      file=sys.stderr)
+                return EXIT_NOT_FOUND
+            sys.stdout.write(views.tail_json(got) if args.json else views.tail_text(got))
+        elif args.command == "silent":
+            rows = ncstore.silent(conn, args.after, args.lines)
+            sys.stdout.write(views.silent_json(rows) if args.json else views.silent_text(rows))
         elif args.command == "groups":
             rows = store.groups(conn)
             sys.stdout.write(views.groups_json(rows) if args.json

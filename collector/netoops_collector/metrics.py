@@ -38,6 +38,13 @@ _COUNTERS: list[tuple[str, str, str, dict[str, str]]] = [
     ("hook_failures_total", "Hook command runs that failed.", "hook_failures", {}),
     ("webhook_failures_total", "Webhook POSTs that failed.", "webhook_failures", {}),
     ("alerts_dropped_total", "Alerts not sent: the queue was full.", "alerts_dropped", {}),
+    ("netconsole_datagrams_total", "Netconsole datagrams received.",
+     "netconsole_datagrams", {}),
+    ("netconsole_lines_total", "Netconsole lines stored.", "netconsole_lines", {}),
+    ("netconsole_lost_total", "Netconsole records lost (extended sequence gaps).",
+     "netconsole_lost", {}),
+    ("netconsole_store_dropped_total", "Netconsole lines dropped: the database refused "
+     "them too long.", "netconsole_store_dropped", {}),
 ]
 # (metric, help, gauge name)
 _GAUGES = [
@@ -50,6 +57,8 @@ _GAUGES = [
      "store_delay_max"),
     ("durable_lag_seconds", "Most time from a dump finalised to durable, this log interval.",
      "durable_delay_max"),
+    ("netconsole_unsaved_lines", "Netconsole lines not yet in the database.",
+     "netconsole_unsaved"),
 ]
 
 

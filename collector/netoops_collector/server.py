@@ -48,7 +48,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
-from . import proto, rx, views
+from . import ncstore, proto, rx, views
+from .ncserve import NetconsoleReceiver
+from .netconsole import DEFAULT_PORT as NETCONSOLE_PORT
 from .alerts import AlertConfig, Alerts
 from .journal import Journal, JournalError
 from .metrics import MetricsServer, render, write_textfile
@@ -223,6 +225,11 @@ class ServeConfig:
     # Prometheus metrics (metrics.py): an HTTP endpoint, a textfile
     metrics: tuple[str, int] | None = None
     metrics_textfile: Path | None = None
+    # Netconsole (ncserve.py): where to listen; None: the default port, and
+    # if it is taken, netconsole is off (said in the log) and dumps go on.
+    netconsole: list[str] | None = None
+    netconsole_days: float | None = 30.0
+    netconsole_lines: int | None = 10_000_000
 
 
 
@@ -345,6 +352,8 @@ class Server:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
+        self.netconsole: NetconsoleReceiver | None = None
+        self._nc_logged = ""
 
     def log(self, msg: str) -> None:
         self.err.write(f"netoops-collector: {msg}\n")
@@ -376,6 +385,7 @@ class Server:
             self.log(f"listening on {_show(sock.getsockname())} ({how}), receive buffer "
                      f"{got} bytes (asked {self.cfg.rcvbuf}){note}; {burst_note(got, receiver)}")
         self.sel.register(self._wake_r, selectors.EVENT_READ)
+        self._bind_netconsole()
         if self.receivers:
             # The receive threads keep their priority; this thread (reassembly,
             # analysis, storage) yields the CPU to them when both want it, so
@@ -386,6 +396,37 @@ class Server:
                                min(19, os.getpriority(os.PRIO_PROCESS, tid) + _NICER))
             except OSError:
                 pass
+
+    def _bind_netconsole(self) -> None:
+        """The netconsole sockets and their receiver (started by run())."""
+        specs = self.cfg.netconsole
+        if specs is not None and not specs:
+            self.log("netconsole: not listening (netconsole = off)")
+            return
+        socks: list[socket.socket] = []
+        for spec in specs or [f":{NETCONSOLE_PORT}"]:
+            host, port = parse_listen(spec)
+            try:
+                sock, how = open_socket(host, port)
+            except OSError as err:
+                for s in socks:
+                    s.close()
+                if specs is None:
+                    self.log(f"netconsole: cannot listen on the default {spec} "
+                             f"({err.strerror or err}); netconsole reception is off "
+                             "(choose a port with --netconsole-listen)")
+                    return
+                raise ListenError(f"cannot listen for netconsole on {spec}: "
+                                  f"{err.strerror or err}") from None
+            got = _set_rcvbuf(sock, self.cfg.rcvbuf)
+            socks.append(sock)
+            self.log(f"netconsole: listening on {_show(sock.getsockname())} ({how}), "
+                     f"receive buffer {got} bytes")
+        use_c = self.cfg.receiver == "c" or (self.cfg.receiver == "auto"
+                                             and rx.load() is not None)
+        self.netconsole = NetconsoleReceiver(
+            socks, lambda: self.store.connect(_BUSY_TIMEOUT), self.log, use_c,
+            min(self.cfg.ring_bytes, 64 << 20))
 
     def _receiver(self, sock: socket.socket) -> rx.CReceiver | None:
         """The C receive thread for ``sock``, if configured and built."""
@@ -497,6 +538,8 @@ class Server:
         self._replay_journal()
         self._storer = threading.Thread(target=self._storing, name="netoops-store", daemon=True)
         self._storer.start()
+        if self.netconsole is not None:
+            self.netconsole.start()
         self._syncer = threading.Thread(target=self._syncing, name="netoops-sync", daemon=True)
         self._syncer.start()
         next_log = self.clock() + self.cfg.log_interval
@@ -526,6 +569,8 @@ class Server:
                     next_log = now + self.cfg.log_interval
             self._shutdown()
         finally:
+            if self.netconsole is not None:
+                self.netconsole.stop()
             self._stop_syncer()
             self._stop_storer()
             sys.setswitchinterval(switch)
@@ -676,7 +721,11 @@ class Server:
     def metrics_text(self) -> str:
         with self._mu:
             st = dict(self.stats)
-        return render(st, dict(self.gauges))
+        gauges = dict(self.gauges)
+        if self.netconsole is not None:
+            st.update(self.netconsole.counters())
+            gauges["netconsole_unsaved"] = len(self.netconsole.pending)
+        return render(st, gauges)
 
     def _write_metrics(self) -> None:
         if self.cfg.metrics_textfile is None:
@@ -693,6 +742,16 @@ class Server:
         except sqlite3.Error as err:
             self.log(f"retention: database error: {err}; trying again later")
             return
+        if self.netconsole is not None:
+            try:
+                lines = ncstore.prune(self.store.conn, self.cfg.netconsole_days and
+                                      self.cfg.netconsole_days * 86400,
+                                      self.cfg.netconsole_lines)
+            except sqlite3.Error as err:
+                self.log(f"retention: netconsole lines: database error: {err}")
+            else:
+                if lines:
+                    self.log(f"retention: pruned {lines} netconsole line(s)")
         if done.dumps:
             self.log(f"retention: pruned {done.dumps} dump(s), {done.bytes} bytes of logs "
                      f"({done.by_age} by age, {done.by_count} by count, {done.by_size} by "
@@ -1068,6 +1127,11 @@ class Server:
         g["store_delay_max"] = round(self._lag["store"], 6)
 
     def _log_counters(self) -> None:
+        if self.netconsole is not None:
+            line = self.netconsole.summary()
+            if line != self._nc_logged:
+                self.log(line)
+                self._nc_logged = line
         for receiver in list(self.receivers):   # copies it dropped: no wake-up for those
             self._fold(receiver)
         with self._mu:
@@ -1107,6 +1171,9 @@ class Server:
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
+        if self.netconsole is not None:
+            self.netconsole.close()
+            self.netconsole = None
         self.store.close()
         if self._reader is not None:
             self._reader.close()

@@ -151,10 +151,86 @@ def show_text(d: dict[str, Any]) -> str:
             out += _with_sources(f"  {ctx}", f["text"], f.get("source"))
         if "symbols" in d:
             out.append(_symbols_line(d))
+    if d.get("netconsole"):
+        out.append("")
+        out += _netconsole_before(d["netconsole"])
     out.append("")
     out.append("log:")
     out.append(escape(strip_levels(d["log"]).rstrip("\n"), keep="\n\t"))
     return "\n".join(out) + "\n"
+
+
+def _clock(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+
+
+def nc_line(ln: dict[str, Any], meta: bool = False) -> str:
+    """One netconsole line: arrival, the kernel's time and level, the text."""
+    from .netconsole import unescape
+    parts = [_clock(ln["arrival"])]
+    if ln["seq"] is not None:
+        ts = ln["ts_us"]
+        parts.append(f"[{ts // 1_000_000:5d}.{ts % 1_000_000:06d}] <{ln['level']}>")
+        text = unescape(ln["text"])
+    else:
+        text = ln["text"]
+    parts.append(one_line(text, ""))
+    if ln["cut"]:
+        parts.append("[cut: pieces never came]")
+    if meta and ln.get("meta"):
+        parts.append("{" + " ".join(one_line(m) for m in ln["meta"].split("\n")) + "}")
+    return " ".join(parts)
+
+
+def _stream_note(st: dict[str, Any]) -> str:
+    kind = "extended" if st["extended"] else "basic"
+    rel = f", release {one_line(st['release'])}" if st["release"] else ""
+    lost = f", {_plural(st['lost'], 'record')} lost" if st["lost"] else ""
+    seqs = (f", seq {st['first_seq']}..{st['last_seq']}" if st["first_seq"] is not None
+            else "")
+    return (f"stream {st['id']} from {one_line(st['source'])} port {st['port']}: {kind}"
+            f"{rel}{seqs}, {_plural(st['lines'], 'line')}{lost}, {when(st['first_arrival'])}"
+            f" to {when(st['last_arrival'])}"
+            + (f", ended by {st['ended']}" if st["ended"] else ""))
+
+
+def _netconsole_before(nc: dict[str, Any]) -> list[str]:
+    out = [f"netconsole: {_plural(len(nc['lines']), 'line')} from "
+           f"{one_line(nc['source'])} in the {nc['minutes']:g} minutes before the dump; "
+           f"'+' marks the {nc['not_in_dump']} its log does not have"
+           + (f" ({nc['lost_from_dump']} within the log's time span: lost from the dump)"
+              if nc["lost_from_dump"] else "")]
+    out += [f"  {_stream_note(st)}" for st in nc["streams"]]
+    for ln in nc["lines"]:
+        out.append(("  " if ln["in_dump"] else "+ ") + nc_line(ln))
+    return out
+
+
+def tail_text(got: dict[str, Any]) -> str:
+    out = [_stream_note(got["stream"])]
+    out += [nc_line(ln, meta=True) for ln in got["lines"]]
+    return "\n".join(out) + "\n"
+
+
+def tail_json(got: dict[str, Any]) -> str:
+    return to_json(_versioned(got))
+
+
+def silent_text(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no host went silent\n"
+    out: list[str] = []
+    for row in rows:
+        st = row["stream"]
+        out.append(f"{one_line(st['source'])} went silent {st['silent_for']:.0f}s ago "
+                   f"(last line {when(st['last_arrival'])}), no dump since")
+        out.append(f"  {_stream_note(st)}")
+        out += [f"  {nc_line(ln)}" for ln in row["lines"]]
+    return "\n".join(out) + "\n"
+
+
+def silent_json(rows: list[dict[str, Any]]) -> str:
+    return to_json(_versioned({"silent": rows}))
 
 
 def _with_sources(lead: str, text: str, sources: list[dict[str, Any]] | None) -> list[str]:

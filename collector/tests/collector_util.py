@@ -90,13 +90,16 @@ class Serve:
 
     def __init__(self, db: os.PathLike[str] | str, *args: str,
                  listen: list[str] | None = ("127.0.0.1:0",),  # type: ignore[assignment]
-                 timeout: float = 10, receiver: str = "c") -> None:
+                 timeout: float = 10, receiver: str = "c",
+                 netconsole: str = "127.0.0.1:0") -> None:
         import queue
         import threading
         cmd = [PYTHON, "-m", "netoops_collector", "--db", str(db), "serve",
                "--receiver", receiver, *args]
         for spec in listen or []:
             cmd += ["--listen", spec]
+        # never the default, every address's port 6666, on the host
+        cmd += ["--netconsole-listen", netconsole]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cli_env())
         self.lines: list[str] = []
         self._q: "queue.Queue[str | None]" = queue.Queue()
@@ -105,6 +108,10 @@ class Serve:
         line = self.wait_for("listening on ", timeout)
         self.addr = line.split("listening on ", 1)[1].split()[0]
         self.port = int(self.addr.rsplit(":", 1)[1])
+        self.nc_port = 0
+        if netconsole != "off":
+            line = self.wait_for("netconsole: listening on ", timeout)
+            self.nc_port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
 
     def _pump(self) -> None:
         assert self.proc.stderr is not None

@@ -72,7 +72,8 @@ log-interval = 60
 def test_a_bad_file_is_refused_before_anything_opens(tmp_path: Path, text: str, message: str):
     cfg = write(tmp_path / "bad.toml", text + "\n")
     db = tmp_path / "c.sqlite3"
-    res = cli("--db", db, "serve", "--config", cfg, "--listen", "127.0.0.1:0", timeout=10)
+    res = cli("--db", db, "serve", "--config", cfg, "--listen", "127.0.0.1:0",
+              "--netconsole-listen", "off", timeout=10)
     assert res.returncode == 2, (res.returncode, res.stderr)
     assert f"{cfg}: " in res.stderr and message in res.stderr, res.stderr
     assert not db.exists()

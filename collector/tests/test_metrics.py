@@ -83,6 +83,7 @@ def test_bad_metrics_address(tmp_path: Path):
     port = busy.getsockname()[1]
     try:
         res = cli("--db", tmp_path / "c.sqlite3", "serve", "--listen", "127.0.0.1:0",
+                  "--netconsole-listen", "off",
                   "--metrics", f"127.0.0.1:{port}", timeout=20)
     finally:
         busy.close()

@@ -187,8 +187,8 @@ def test_listen_failure_is_reported(tmp_path: Path):
         busy.bind(("127.0.0.1", 0))
         port = busy.getsockname()[1]
         res = subprocess.run([PYTHON, "-m", "netoops_collector", "--db",
-                              str(tmp_path / "c.sqlite3"), "serve", "--listen",
-                              f"127.0.0.1:{port}"], capture_output=True, text=True,
+                              str(tmp_path / "c.sqlite3"), "serve", "--netconsole-listen",
+                              "off", "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True,
                              env=cli_env(), timeout=30)
     assert res.returncode == 4
     assert f"cannot listen on 127.0.0.1:{port}" in res.stderr

@@ -261,7 +261,8 @@ def test_alert_reports_carry_the_lines(kernel: dict[str, object], tmp_path: Path
 
 def test_serve_refuses_a_missing_directory_before_opening_anything(tmp_path: Path):
     db = tmp_path / "serve.sqlite3"
-    res = cli("--db", db, "serve", "--listen", "127.0.0.1:0", "--symbols", str(tmp_path / "no"))
+    res = cli("--db", db, "serve", "--listen", "127.0.0.1:0", "--netconsole-listen", "off",
+              "--symbols", str(tmp_path / "no"))
     assert res.returncode == 2
     assert f"{tmp_path / 'no'}: no such symbol directory" in res.stderr
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,271 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Netconsole lines in the database: tables, writing, and the questions
+asked of them (the lines before a dump, a host's tail, who went silent).
+
+``nc_streams`` has one row per source and boot (see netconsole.Streams);
+``nc_lines`` the lines, in arrival order.  Both came after schema version
+2 and are created when missing; a reader of a database without them sees
+no lines.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any, Iterable, Sequence
+
+from .netconsole import Line, Stream, printk_time, unescape
+
+STREAMS_TABLE = """CREATE TABLE nc_streams (
+    id            INTEGER PRIMARY KEY,
+    source        TEXT NOT NULL,      -- address
+    port          INTEGER NOT NULL,   -- the target's source port
+    extended      INTEGER NOT NULL,   -- 1: extended records, 0: basic text
+    release       TEXT,               -- the r flag's or sysdata's release, if sent
+    first_arrival REAL NOT NULL,
+    last_arrival  REAL NOT NULL,
+    first_seq     INTEGER,
+    last_seq      INTEGER,
+    lines         INTEGER NOT NULL,
+    lost          INTEGER NOT NULL,   -- sequence numbers that never came
+    ended         TEXT                -- why a newer stream took over, if one did
+)"""
+LINES_TABLE = """CREATE TABLE nc_lines (
+    id      INTEGER PRIMARY KEY,
+    stream  INTEGER NOT NULL REFERENCES nc_streams (id) ON DELETE CASCADE,
+    arrival REAL NOT NULL,
+    seq     INTEGER,
+    level   INTEGER,
+    ts_us   INTEGER,                  -- the kernel's timestamp, microseconds
+    cont    INTEGER NOT NULL,
+    cut     INTEGER NOT NULL,         -- pieces of it never came
+    text    TEXT NOT NULL,            -- extended: as sent, \\xNN escapes kept
+    meta    TEXT                      -- KEY=value lines
+)"""
+TABLES = (("nc_streams", STREAMS_TABLE), ("nc_lines", LINES_TABLE))
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS nc_lines_stream ON nc_lines (stream, arrival)",
+    "CREATE INDEX IF NOT EXISTS nc_lines_arrival ON nc_lines (arrival)",
+    "CREATE INDEX IF NOT EXISTS nc_streams_source ON nc_streams (source, last_arrival)",
+)
+_STREAM_COLS = ("id", "source", "port", "extended", "release", "first_arrival",
+                "last_arrival", "first_seq", "last_seq", "lines", "lost", "ended")
+_LINE_COLS = ("id", "stream", "arrival", "seq", "level", "ts_us", "cont", "cut", "text", "meta")
+
+
+def create(conn: sqlite3.Connection | sqlite3.Cursor) -> None:
+    """Create what is missing (inside the caller's transaction, if any)."""
+    for name, sql in TABLES:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() \
+                is None:
+            conn.execute(sql)
+    for sql in INDEXES:
+        conn.execute(sql)
+
+
+def has_tables(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN "
+                        "('nc_streams', 'nc_lines')").fetchone()[0] == 2
+
+
+# -- the writer ---------------------------------------------------------------
+def next_stream_id(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM nc_streams").fetchone()[0])
+
+
+def latest_streams(conn: sqlite3.Connection) -> dict[tuple[str, int], Stream]:
+    """Each source's newest stream, to go on with after a restart."""
+    out: dict[tuple[str, int], Stream] = {}
+    for row in conn.execute(
+            f"SELECT {', '.join(_STREAM_COLS)} FROM nc_streams WHERE ended IS NULL "
+            "ORDER BY id"):
+        d = dict(zip(_STREAM_COLS, row))
+        st = Stream(d["id"], d["source"], d["port"], bool(d["extended"]), d["first_arrival"],
+                    d["last_arrival"], d["release"], d["first_seq"], d["last_seq"],
+                    None, d["lines"], d["lost"], d["ended"])
+        out[(st.source, st.port)] = st
+    return out
+
+
+def write(conn: sqlite3.Connection, lines: Sequence[Line], streams: Iterable[Stream],
+          stats: dict[str, int] | None = None) -> None:
+    """One transaction: the streams' rows, then the lines, then counters."""
+    cur = conn.cursor()
+    cur.execute("BEGIN IMMEDIATE")
+    try:
+        cur.executemany(
+            f"INSERT INTO nc_streams ({', '.join(_STREAM_COLS)}) "
+            f"VALUES ({', '.join('?' * len(_STREAM_COLS))}) ON CONFLICT (id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in _STREAM_COLS[1:]),
+            [(s.id, s.source, s.port, int(s.extended), s.release, s.first_arrival,
+              s.last_arrival, s.first_seq, s.last_seq, s.lines, s.lost, s.ended)
+             for s in streams])
+        cur.executemany(
+            "INSERT INTO nc_lines (stream, arrival, seq, level, ts_us, cont, cut, text, meta)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(ln.stream, ln.arrival, ln.seq, ln.level, ln.ts_us, int(ln.cont), int(ln.cut),
+              ln.text, ln.meta) for ln in lines])
+        for name, value in (stats or {}).items():
+            if value:
+                cur.execute("INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT (name)"
+                            " DO UPDATE SET value = value + excluded.value", (name, value))
+        cur.execute("COMMIT")
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+
+
+def prune(conn: sqlite3.Connection, max_age: float | None, max_lines: int | None,
+          now: float | None = None, dry_run: bool = False) -> int:
+    """Remove lines older than ``max_age`` seconds and the oldest beyond
+    ``max_lines``, then the streams left without lines; how many lines went
+    (``dry_run``: would go)."""
+    if not has_tables(conn):
+        return 0
+    now = time.time() if now is None else now
+    cur = conn.cursor()
+    cur.execute("BEGIN IMMEDIATE")
+    try:
+        gone = 0
+        if max_age:
+            gone += cur.execute("DELETE FROM nc_lines WHERE arrival < ?",
+                                (now - max_age,)).rowcount
+        if max_lines:
+            row = cur.execute("SELECT id FROM nc_lines ORDER BY id DESC LIMIT 1 OFFSET ?",
+                              (max_lines,)).fetchone()
+            if row is not None:
+                gone += cur.execute("DELETE FROM nc_lines WHERE id <= ?", (row[0],)).rowcount
+        if gone:
+            cur.execute("DELETE FROM nc_streams WHERE ended IS NOT NULL AND NOT EXISTS "
+                        "(SELECT 1 FROM nc_lines WHERE stream = nc_streams.id)")
+        cur.execute("ROLLBACK" if dry_run else "COMMIT")
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    return gone
+
+
+# -- questions ------------------------------------------------------------------
+def _line_dict(row: Sequence[Any], source: str | None = None) -> dict[str, Any]:
+    d = dict(zip(_LINE_COLS, row))
+    d["cont"], d["cut"] = bool(d["cont"]), bool(d["cut"])
+    if source is not None:
+        d["source"] = source
+    return d
+
+
+def stream(conn: sqlite3.Connection, stream_id: int) -> dict[str, Any] | None:
+    row = conn.execute(f"SELECT {', '.join(_STREAM_COLS)} FROM nc_streams WHERE id = ?",
+                       (stream_id,)).fetchone()
+    if row is None:
+        return None
+    d = dict(zip(_STREAM_COLS, row))
+    d["extended"] = bool(d["extended"])
+    return d
+
+
+def streams(conn: sqlite3.Connection, source: str | None = None) -> list[dict[str, Any]]:
+    if not has_tables(conn):
+        return []
+    where, args = ("WHERE source = ?", (source,)) if source else ("", ())
+    out = []
+    for row in conn.execute(f"SELECT {', '.join(_STREAM_COLS)} FROM nc_streams {where} "
+                            "ORDER BY last_arrival, id", args):
+        d = dict(zip(_STREAM_COLS, row))
+        d["extended"] = bool(d["extended"])
+        out.append(d)
+    return out
+
+
+def before_dump(conn: sqlite3.Connection, dump: dict[str, Any], minutes: float
+                ) -> dict[str, Any] | None:
+    """The lines the dump's source sent in the ``minutes`` before the dump
+    came (and while it came), each marked with whether the dump's log has
+    it; None if that source sent none."""
+    if not has_tables(conn):
+        return None
+    start = dump["first_packet"] - minutes * 60
+    end = max(dump["received"], dump["first_packet"]) + 1.0
+    rows = conn.execute(
+        f"SELECT {', '.join('l.' + c for c in _LINE_COLS)} FROM nc_lines l "
+        "JOIN nc_streams s ON s.id = l.stream WHERE s.source = ? AND s.last_arrival >= ? "
+        "AND l.arrival >= ? AND l.arrival <= ? ORDER BY l.arrival, l.id",
+        (dump["source"], start, start, end)).fetchall()
+    if not rows:
+        return None
+    lines = [_line_dict(r) for r in rows]
+    have, first_ts, last_ts = _log_index(dump.get("log") or "")
+    lost = 0
+    for ln in lines:
+        ln["in_dump"] = _in_log(ln, have)
+        # A line the dump lacks though the dump covers its time: lost from it.
+        ln["lost_from_dump"] = (not ln["in_dump"] and ln["ts_us"] is not None
+                                and first_ts is not None and last_ts is not None
+                                and first_ts <= ln["ts_us"] <= last_ts)
+        lost += ln["lost_from_dump"]
+    ids = sorted({ln["stream"] for ln in lines})
+    return {"minutes": minutes, "source": dump["source"],
+            "streams": [stream(conn, i) for i in ids], "lines": lines,
+            "not_in_dump": sum(not ln["in_dump"] for ln in lines),
+            "lost_from_dump": lost}
+
+
+def _log_index(log: str) -> tuple[set[tuple[int | None, str]], int | None, int | None]:
+    """The dump log's lines as (printk time, text), and its first and last time."""
+    have: set[tuple[int | None, str]] = set()
+    first = last = None
+    for raw in log.split("\n"):
+        ts, text = printk_time(raw)
+        have.add((ts, text.rstrip()))
+        if ts is not None:
+            first = ts if first is None else min(first, ts)
+            last = ts if last is None else max(last, ts)
+    return have, first, last
+
+
+def _in_log(ln: dict[str, Any], have: set[tuple[int | None, str]]) -> bool:
+    if ln["seq"] is not None:      # extended: the record's first line, unescaped
+        text = unescape(ln["text"]).split("\n", 1)[0].rstrip()
+        return (ln["ts_us"], text) in have
+    ts, text = printk_time(ln["text"])
+    return (ts, text.rstrip()) in have
+
+
+def tail(conn: sqlite3.Connection, source: str, limit: int) -> dict[str, Any] | None:
+    """The newest stream of ``source`` and its last ``limit`` lines."""
+    if not has_tables(conn):
+        return None
+    row = conn.execute("SELECT id FROM nc_streams WHERE source = ? "
+                       "ORDER BY last_arrival DESC, id DESC LIMIT 1", (source,)).fetchone()
+    if row is None:
+        return None
+    return {"stream": stream(conn, row[0]), "lines": last_lines(conn, row[0], limit)}
+
+
+def last_lines(conn: sqlite3.Connection, stream_id: int, limit: int) -> list[dict[str, Any]]:
+    rows = conn.execute(f"SELECT {', '.join(_LINE_COLS)} FROM nc_lines WHERE stream = ? "
+                        "ORDER BY arrival DESC, id DESC LIMIT ?", (stream_id, limit)).fetchall()
+    return [_line_dict(r) for r in reversed(rows)]
+
+
+def silent(conn: sqlite3.Connection, quiet: float, lines: int = 5,
+           now: float | None = None) -> list[dict[str, Any]]:
+    """Sources whose newest stream stopped ``quiet`` seconds ago or more with
+    no dump from them since (a dump that came up to a minute before the
+    last line counts: the last lines are often the crash itself)."""
+    if not has_tables(conn):
+        return []
+    now = time.time() if now is None else now
+    out = []
+    for row in conn.execute(
+            "SELECT s.id FROM nc_streams s WHERE s.ended IS NULL AND s.last_arrival <= ? "
+            "AND NOT EXISTS (SELECT 1 FROM nc_streams n WHERE n.source = s.source "
+            "AND n.last_arrival > s.last_arrival) "
+            "AND NOT EXISTS (SELECT 1 FROM dumps d WHERE d.source = s.source "
+            "AND d.received >= s.last_arrival - 60) ORDER BY s.last_arrival",
+            (now - quiet,)).fetchall():
+        st = stream(conn, row[0])
+        assert st is not None
+        st["silent_for"] = now - st["last_arrival"]
+        out.append({"stream": st, "lines": last_lines(conn, row[0], lines)})
+    return out

@@ -1,0 +1,348 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Netconsole datagrams: parsing, fragment reassembly, streams per boot.
+
+Two formats arrive on the netconsole port (Documentation/networking/
+netconsole.rst):
+
+* basic: console text as printed, any number of lines per datagram, the
+  last one possibly cut (the rest follows in the next datagram);
+* extended (``+`` on the target): one printk record per datagram,
+  ``[<release>,]<prio>,<seq>,<ts_us>,<flags>[,<key>=<value>...];<text>``,
+  then a newline and `` KEY=value`` lines (the record's dictionary, and the
+  target's userdata and sysdata: ``cpu``, ``taskname``, ``release``,
+  ``msgid``).  A record too long for one datagram comes in pieces whose
+  header has ``ncfrag=<offset>/<total>``; the body is cut at any byte.
+
+Nothing here does I/O: :class:`Streams` takes datagrams with their source
+and arrival time and returns the lines to store, each in its stream (one
+source, one boot), counting what was lost on the way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable
+
+DEFAULT_PORT = 6666
+MAX_TEXT = 8192             # bytes of one line's text kept (the rest cut)
+MAX_RECORD = 64 << 10       # a fragmented record's total, at most
+FRAG_TIMEOUT = 5.0          # seconds a record's missing pieces are waited for
+MAX_FRAGS = 1024            # records in pieces at once
+PARTIAL_TIMEOUT = 2.0       # seconds a basic line without its newline waits
+REORDER = 256               # a late record is at most this far behind
+
+_HEAD = re.compile(rb"^(?:([^,;\s]+),)?(\d{1,10}),(\d{1,20}),(\d{1,20}),([^,;]*)((?:,[^;]*)?);")
+_FRAG = re.compile(rb"(?:^|,)ncfrag=(\d{1,10})/(\d{1,10})(?:,|$)")
+_ESC = re.compile(r"\\x([0-9a-fA-F]{2})")
+_TIME = re.compile(r"^(?:<\d+>)?\[\s*(\d+)\.(\d{6})\]\s?")
+
+
+@dataclass
+class Record:
+    """One extended record, whole: what a line is made of."""
+
+    prio: int
+    seq: int
+    ts_us: int
+    cont: bool
+    text: str                   # as sent: non-printable bytes escaped \\xNN
+    meta: list[str]             # the KEY=value lines, without their space
+    release: str | None = None
+    cut: bool = False           # pieces of it never came
+
+
+@dataclass
+class Line:
+    """A line to store, in stream ``stream`` (see :class:`Streams`)."""
+
+    stream: int
+    arrival: float
+    text: str
+    seq: int | None = None
+    level: int | None = None
+    ts_us: int | None = None
+    cont: bool = False
+    meta: str | None = None     # KEY=value lines, "\n"-separated
+    cut: bool = False
+
+
+@dataclass
+class Stream:
+    """One source's lines of one boot."""
+
+    id: int
+    source: str
+    port: int
+    extended: bool
+    first_arrival: float
+    last_arrival: float
+    release: str | None = None
+    first_seq: int | None = None
+    last_seq: int | None = None
+    last_ts: int | None = None
+    lines: int = 0
+    lost: int = 0
+    ended: str | None = None    # why a newer stream of its source took over
+    # seqs skipped (counted lost) that may still come late, newest last
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    recent: OrderedDict[int, int] = field(default_factory=OrderedDict)  # seq -> ts_us
+
+    def row(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in (
+            "id", "source", "port", "extended", "first_arrival", "last_arrival", "release",
+            "first_seq", "last_seq", "lines", "lost", "ended")}
+
+
+def unescape(text: str) -> str:
+    """The kernel's ``\\xNN`` escapes of an extended record undone."""
+    return _ESC.sub(lambda m: chr(int(m.group(1), 16)), text) if "\\x" in text else text
+
+
+def printk_time(line: str) -> tuple[int | None, str]:
+    """A log line's ``[   12.345678]`` time in microseconds (or None), and
+    its text after the time."""
+    m = _TIME.match(line)
+    if not m:
+        return None, line
+    return int(m.group(1)) * 1_000_000 + int(m.group(2)), line[m.end():]
+
+
+def _text(raw: bytes) -> str:
+    return raw[:MAX_TEXT].decode("utf-8", "replace")
+
+
+def is_extended(data: bytes) -> bool:
+    return _HEAD.match(data) is not None
+
+
+def parse_body(body: bytes) -> tuple[str, list[str]]:
+    """An extended record's body: its text and its KEY=value lines."""
+    text, _, rest = body.partition(b"\n")
+    meta = [_text(m[1:]) for m in rest.split(b"\n") if m.startswith(b" ") and b"=" in m]
+    return _text(text), meta
+
+
+@dataclass
+class _Pieces:
+    head: tuple[bytes | None, int, int, int, bytes]
+    total: int
+    first: float
+    parts: dict[int, bytes] = field(default_factory=dict)
+    have: int = 0
+
+
+class Streams:
+    """Datagrams in, lines out, per source and boot.
+
+    ``next_id`` gives new stream ids (the store's, so that they survive a
+    restart); ``known`` the latest stream of each source at start.  A
+    source's extended records start a new stream (a new boot) when their
+    release changes, or when a sequence number goes back that is neither a
+    late record filling a gap nor a copy of a recent one.  Basic text
+    starts a new stream at the kernel's banner (``Linux version``).
+    """
+
+    def __init__(self, next_id: Callable[[], int],
+                 known: dict[tuple[str, int], Stream] | None = None) -> None:
+        self.next_id = next_id
+        self.current: dict[tuple[str, int], Stream] = dict(known or {})
+        self.changed: dict[int, Stream] = {}        # streams to write back
+        self._frags: OrderedDict[tuple[str, int, int], _Pieces] = OrderedDict()
+        self._partial: dict[tuple[str, int], tuple[bytes, float]] = {}
+        self.stats = {"netconsole_datagrams": 0, "netconsole_lines": 0,
+                      "netconsole_lost": 0, "netconsole_late": 0,
+                      "netconsole_duplicates": 0, "netconsole_fragments": 0,
+                      "netconsole_cut": 0, "netconsole_malformed": 0,
+                      "netconsole_boots": 0}
+
+    # -- input -----------------------------------------------------------
+    def feed(self, data: bytes, source: str, port: int, now: float) -> list[Line]:
+        """The lines ``data`` completes (none while a record is in pieces)."""
+        self.stats["netconsole_datagrams"] += 1
+        m = _HEAD.match(data)
+        if m is None:
+            return self._basic(data, source, port, now)
+        release = m.group(1).decode("ascii", "replace") if m.group(1) else None
+        prio, seq, ts = int(m.group(2)), int(m.group(3)), int(m.group(4))
+        flags, extra = m.group(5), m.group(6)
+        body = data[m.end():]
+        frag = _FRAG.search(extra) if extra else None
+        if frag is None:
+            text, meta = parse_body(body)
+            rec = Record(prio, seq, ts, b"c" in flags, text, meta, release)
+            return self._record(rec, source, port, now)
+        off, total = int(frag.group(1)), int(frag.group(2))
+        if total > MAX_RECORD or off + len(body) > total:
+            self.stats["netconsole_malformed"] += 1
+            return []
+        self.stats["netconsole_fragments"] += 1
+        key = (source, port, seq)
+        out: list[Line] = []
+        pieces = self._frags.get(key)
+        if pieces is None:
+            if len(self._frags) >= MAX_FRAGS:
+                out += self._give_up(next(iter(self._frags)), now)
+            pieces = self._frags[key] = _Pieces((m.group(1), prio, seq, ts, flags), total, now)
+        if off not in pieces.parts:
+            pieces.parts[off] = body
+            pieces.have += len(body)
+        if pieces.have >= pieces.total:
+            del self._frags[key]
+            text, meta = parse_body(self._join(pieces)[0])
+            rec = Record(prio, seq, ts, b"c" in flags, text, meta, release)
+            out += self._record(rec, source, port, now)
+        return out
+
+    def expire(self, now: float) -> list[Line]:
+        """Records whose pieces stopped coming, basic lines that never got
+        their newline: stored as they are (marked cut)."""
+        out: list[Line] = []
+        while self._frags:
+            key, pieces = next(iter(self._frags.items()))
+            if pieces.first + FRAG_TIMEOUT > now:
+                break
+            out += self._give_up(key, now)
+        for key, (text, since) in list(self._partial.items()):
+            if since + PARTIAL_TIMEOUT <= now:
+                del self._partial[key]
+                out += self._basic_line(text, key[0], key[1], now, cut=False)
+        return out
+
+    def next_deadline(self) -> float | None:
+        times = [p.first + FRAG_TIMEOUT for p in list(self._frags.values())[:1]]
+        times += [since + PARTIAL_TIMEOUT for _, since in self._partial.values()]
+        return min(times) if times else None
+
+    def take_changed(self) -> list[Stream]:
+        out, self.changed = list(self.changed.values()), {}
+        return out
+
+    # -- extended --------------------------------------------------------
+    @staticmethod
+    def _join(pieces: _Pieces) -> tuple[bytes, bool]:
+        """The body from offset 0 as far as the pieces reach, and whether
+        that is all of it."""
+        out, at = [], 0
+        for off in sorted(pieces.parts):
+            if off > at:
+                break
+            part = pieces.parts[off]
+            out.append(part[at - off:])
+            at = max(at, off + len(part))
+        return b"".join(out), at >= pieces.total
+
+    def _give_up(self, key: tuple[str, int, int], now: float) -> list[Line]:
+        pieces = self._frags.pop(key)
+        body, whole = self._join(pieces)
+        rel, prio, seq, ts, flags = pieces.head
+        text, meta = parse_body(body)
+        rec = Record(prio, seq, ts, b"c" in flags, text, meta,
+                     rel.decode("ascii", "replace") if rel else None, cut=not whole)
+        if not whole:
+            self.stats["netconsole_cut"] += 1
+        return self._record(rec, key[0], key[1], now)
+
+    def _record(self, rec: Record, source: str, port: int, now: float) -> list[Line]:
+        st = self.current.get((source, port))
+        if st is not None and not st.extended:
+            st = None
+        if st is not None and st.last_seq is not None:
+            verdict = self._place(st, rec)
+            if verdict == "copy":
+                self.stats["netconsole_duplicates"] += 1
+                return []
+            if verdict == "boot":
+                st.ended = "a new boot"
+                self.changed[st.id] = st
+                st = None
+        if st is None:
+            st = self._open(source, port, True, now, rec.release)
+            st.first_seq = rec.seq
+        elif rec.seq > (st.last_seq if st.last_seq is not None else -1):
+            skipped = rec.seq - st.last_seq - 1 if st.last_seq is not None else 0
+            if skipped > 0:
+                st.lost += skipped
+                self.stats["netconsole_lost"] += skipped
+                st.gaps.append((st.last_seq + 1, rec.seq - 1))
+                del st.gaps[:-64]
+        if st.last_seq is None or rec.seq > st.last_seq:
+            st.last_seq, st.last_ts = rec.seq, rec.ts_us
+        st.recent[rec.seq] = rec.ts_us
+        while len(st.recent) > REORDER:
+            st.recent.popitem(last=False)
+        if rec.release and not st.release:
+            st.release = rec.release
+        for m in rec.meta:
+            if m.startswith("release=") and not st.release:
+                st.release = m[8:]
+        return [self._line(st, now, Line(
+            st.id, now, rec.text, rec.seq, rec.prio & 7, rec.ts_us, rec.cont,
+            "\n".join(rec.meta) or None, rec.cut))]
+
+    def _place(self, st: Stream, rec: Record) -> str:
+        """"next", "late" (fills a gap), "copy" or "boot" for ``rec`` in ``st``."""
+        assert st.last_seq is not None
+        if rec.release and st.release and rec.release != st.release:
+            return "boot"
+        if rec.seq > st.last_seq:
+            return "next"
+        if st.recent.get(rec.seq) == rec.ts_us:
+            return "copy"
+        if st.last_seq - rec.seq <= REORDER and rec.seq not in st.recent:
+            for i, (lo, hi) in enumerate(st.gaps):
+                if lo <= rec.seq <= hi:
+                    parts = [(lo, rec.seq - 1), (rec.seq + 1, hi)]
+                    st.gaps[i:i + 1] = [(a, b) for a, b in parts if a <= b]
+                    st.lost -= 1
+                    self.stats["netconsole_lost"] -= 1
+                    self.stats["netconsole_late"] += 1
+                    return "late"
+        return "boot"
+
+    # -- basic -------------------------------------------------------------
+    def _basic(self, data: bytes, source: str, port: int, now: float) -> list[Line]:
+        key = (source, port)
+        held = self._partial.pop(key, None)
+        if held is not None:
+            data = held[0] + data
+        *whole, rest = data.split(b"\n")
+        out: list[Line] = []
+        for raw in whole:
+            out += self._basic_line(raw, source, port, now, cut=False)
+        if rest:
+            if len(rest) > MAX_TEXT:
+                out += self._basic_line(rest, source, port, now, cut=True)
+            else:
+                self._partial[key] = (rest, held[1] if held else now)
+        return out
+
+    def _basic_line(self, raw: bytes, source: str, port: int, now: float,
+                    cut: bool) -> list[Line]:
+        text = _text(raw.rstrip(b"\r"))
+        ts, body = printk_time(text)
+        st = self.current.get((source, port))
+        if st is not None and (st.extended or body.startswith("Linux version ")):
+            if st.lines:
+                st.ended = "a new boot" if not st.extended else "basic text"
+                self.changed[st.id] = st
+                st = None
+        if st is None:
+            st = self._open(source, port, False, now, None)
+        return [self._line(st, now, Line(st.id, now, text, ts_us=ts, cut=cut))]
+
+    # -- streams -------------------------------------------------------------
+    def _open(self, source: str, port: int, extended: bool, now: float,
+              release: str | None) -> Stream:
+        st = Stream(self.next_id(), source, port, extended, now, now, release)
+        self.current[(source, port)] = st
+        self.stats["netconsole_boots"] += 1
+        return st
+
+    def _line(self, st: Stream, now: float, line: Line) -> Line:
+        st.lines += 1
+        st.last_arrival = now
+        self.changed[st.id] = st
+        self.stats["netconsole_lines"] += 1
+        return line

@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Netconsole reception: parsing, fragments, streams per boot, lost
+records, and `serve` storing lines that `show`, `tail` and `silent` use."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import time
+from pathlib import Path
+
+from collector_util import Serve, cli, cli_json, fixture, packets
+from netoops_collector import ncstore
+from netoops_collector.netconsole import Streams, printk_time, unescape
+
+
+def ext(seq: int, text: str, ts: int | None = None, prio: int = 6, release: str = "",
+        meta: tuple[str, ...] = ()) -> bytes:
+    head = f"{release + ',' if release else ''}{prio},{seq},{ts if ts is not None else seq * 1000},-;"
+    return (head + text + "\n" + "".join(f" {m}\n" for m in meta)).encode()
+
+
+def frags(seq: int, body: bytes, size: int, release: str = "") -> list[bytes]:
+    head = f"{release + ',' if release else ''}4,{seq},{seq * 1000},-"
+    return [f"{head},ncfrag={off}/{len(body)};".encode() + body[off:off + size]
+            for off in range(0, len(body), size)]
+
+
+def streams() -> Streams:
+    ids = iter(range(1, 1000))
+    return Streams(lambda: next(ids))
+
+
+def test_extended_records_with_userdata_sysdata_and_release():
+    s = streams()
+    [a] = s.feed(ext(5, "hello \\x1b world", release="6.1.0-test",
+                     meta=("SUBSYSTEM=net", "cpu=1", "taskname=swapper/1", "msgid=9")),
+                 "192.0.2.1", 6665, 100.0)
+    assert (a.seq, a.level, a.ts_us, a.stream) == (5, 6, 5000, 1)
+    assert a.text == "hello \\x1b world" and unescape(a.text) == "hello \x1b world"
+    assert a.meta == "SUBSYSTEM=net\ncpu=1\ntaskname=swapper/1\nmsgid=9"
+    st = s.current[("192.0.2.1", 6665)]
+    assert st.release == "6.1.0-test" and st.extended and st.lines == 1
+    # the level is the low 3 bits of the syslog prefix value
+    [b] = s.feed(ext(6, "kern", prio=(3 << 3) | 4), "192.0.2.1", 6665, 100.1)
+    assert b.level == 4
+
+
+def test_fragments_reassemble_in_any_order_and_copies_count_once():
+    s = streams()
+    body = ("x" * 2500 + "\n" + "".join(f" key{i}=value{i}\n" for i in range(20))).encode()
+    parts = frags(7, body, 900)
+    assert len(parts) == 4
+    assert s.feed(parts[2], "192.0.2.1", 6665, 1.0) == []
+    assert s.feed(parts[0], "192.0.2.1", 6665, 1.0) == []
+    assert s.feed(parts[0], "192.0.2.1", 6665, 1.0) == []       # a copy of a piece
+    assert s.feed(parts[3], "192.0.2.1", 6665, 1.0) == []
+    [line] = s.feed(parts[1], "192.0.2.1", 6665, 1.0)
+    assert line.text == "x" * 2500 and line.meta.split("\n")[19] == "key19=value19"
+    assert not line.cut and line.seq == 7
+
+
+def test_a_record_whose_pieces_stop_is_stored_cut_after_the_timeout():
+    s = streams()
+    body = ("y" * 2000 + "\n").encode()
+    first, _, third = frags(3, body, 800)
+    s.feed(first, "192.0.2.1", 6665, 1.0)
+    s.feed(third, "192.0.2.1", 6665, 1.0)
+    assert s.expire(2.0) == []
+    [line] = s.expire(10.0)
+    assert line.cut and line.text == "y" * 800 and s.stats["netconsole_cut"] == 1
+
+
+def test_sequence_gaps_are_lost_late_records_fill_them_and_a_restart_is_a_new_boot():
+    s = streams()
+    src = ("192.0.2.1", 6665)
+    for seq in (10, 11, 15):
+        s.feed(ext(seq, f"m{seq}"), *src, 1.0)
+    st = s.current[src]
+    assert st.lost == 3 and s.stats["netconsole_lost"] == 3
+    [late] = s.feed(ext(13, "m13"), *src, 1.0)      # reordered: fills the gap
+    assert late.stream == st.id and st.lost == 2 and s.stats["netconsole_late"] == 1
+    assert s.feed(ext(13, "m13"), *src, 1.0) == []  # a copy
+    assert s.stats["netconsole_duplicates"] == 1
+    [boot] = s.feed(ext(0, "Linux version", ts=0), *src, 50.0)  # the machine restarted
+    assert boot.stream != st.id and st.ended == "a new boot"
+    assert s.current[src].first_seq == 0 and s.current[src].lost == 0
+    # a new release is a new boot even if the sequence goes on
+    [rel] = s.feed(ext(1, "x", release="6.1.0-new"), *src, 60.0)
+    [rel2] = s.feed(ext(2, "y", release="6.1.0-other"), *src, 61.0)
+    assert rel.stream != rel2.stream
+
+
+def test_basic_lines_split_and_joined_and_the_banner_starts_a_boot():
+    s = streams()
+    src = ("192.0.2.2", 6665)
+    out = s.feed(b"[    1.000000] one\n[    1.500000] tw", *src, 1.0)
+    assert [ln.text for ln in out] == ["[    1.000000] one"] and out[0].ts_us == 1_000_000
+    out = s.feed(b"o\n", *src, 1.1)
+    assert [ln.text for ln in out] == ["[    1.500000] two"]
+    s.feed(b"no newline yet", *src, 2.0)
+    [held] = s.expire(5.0)
+    assert held.text == "no newline yet"
+    first = s.current[src].id
+    [banner] = s.feed(b"[    0.000000] Linux version 6.1.0 (gcc)\n", *src, 9.0)
+    assert banner.stream != first
+
+
+def test_printk_time_and_unescape():
+    assert printk_time("<4>[   12.345678] hi") == (12_345_678, "hi")
+    assert printk_time("no time") == (None, "no time")
+    assert unescape("a\\x0ab\\\\") == "a\nb\\\\"
+
+
+def _send(port: int, datagrams: list[bytes], src: str = "") -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        if src:
+            s.bind((src, 0))
+        for d in datagrams:
+            s.sendto(d, ("127.0.0.1", port))
+            time.sleep(0.0005)
+
+
+def _wait_lines(db: Path, n: int, timeout: float = 10) -> int:
+    end = time.monotonic() + timeout
+    got = 0
+    while time.monotonic() < end:
+        try:
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            got = conn.execute("SELECT COUNT(*) FROM nc_lines").fetchone()[0]
+            conn.close()
+        except sqlite3.Error:
+            pass
+        if got >= n:
+            return got
+        time.sleep(0.1)
+    return got
+
+
+def _oops_lines(ts0: float) -> list[str]:
+    """The oops of fixture null_deref.txt as its printk lines."""
+    out = []
+    for raw in fixture("null_deref.txt").splitlines():
+        ts, text = printk_time(raw)
+        if ts is not None:
+            out.append((ts, text))
+    return out
+
+
+def test_serve_joins_netconsole_lines_with_the_dump(tmp_path: Path):
+    for receiver in ("c", "python"):
+        db = tmp_path / f"{receiver}.sqlite3"
+        srv = Serve(db, "--quiet-timeout", "30", receiver=receiver)
+        try:
+            log = _oops_lines(0)
+            before = [ext(i, f"boot line {i}", ts=i) for i in range(1, 40)]
+            # the oops as netconsole saw it: every line but one, which the
+            # network lost (seq gap), and one the dump will not have
+            crash = []
+            seq = 40
+            for k, (ts, text) in enumerate(log):
+                if k != 3:
+                    crash.append(ext(seq, text, ts=ts, prio=4))
+                seq += 1
+            crash.append(ext(seq, "only netconsole saw this", ts=log[-1][0] + 1, prio=4))
+            _send(srv.nc_port, before + crash)
+            assert _wait_lines(db, len(before) + len(crash)) == len(before) + len(crash)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                for p in packets(fixture("null_deref.txt"), copies=3, boot_id=5):
+                    s.sendto(p, ("127.0.0.1", srv.port))
+            srv.wait_for("dump 1 from")
+        finally:
+            assert srv.stop() == 0
+        shown = cli_json("--db", db, "show", "1")
+        nc = shown["netconsole"]
+        assert len(nc["lines"]) == len(before) + len(crash)
+        [st] = nc["streams"]
+        assert st["lost"] == 1 and st["extended"]
+        mine = {ln["text"]: ln for ln in nc["lines"]}
+        assert all(mine[text]["in_dump"] for _, text in log[4:])
+        assert not mine["only netconsole saw this"]["in_dump"]
+        assert not mine["boot line 1"]["in_dump"]
+        text = cli("--db", db, "show", "1").stdout
+        assert "netconsole: " in text and "lost" in text
+        assert "+ " in text and "only netconsole saw this" in text
+        assert "log:" in text and text.index("netconsole: ") < text.index("log:")
+        assert "netconsole" not in cli_json("--db", db, "show", "1", "--netconsole", "0")
+        c = cli_json("--db", db, "stats")["counters"]
+        assert c["netconsole_lines"] == len(before) + len(crash) and c["netconsole_lost"] == 1
+
+
+def test_tail_and_silent(tmp_path: Path):
+    db = tmp_path / "c.sqlite3"
+    srv = Serve(db)
+    try:
+        _send(srv.nc_port, [ext(i, f"quiet host line {i}") for i in range(30)])
+        _send(srv.nc_port, [b"[    3.000000] basic line\n"], src="127.0.0.2")
+        assert _wait_lines(db, 31) == 31
+    finally:
+        assert srv.stop() == 0
+    res = cli("--db", db, "tail", "--host", "127.0.0.1", "-n", "3")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("\n") == 4
+    assert cli("--db", db, "tail", "--host", "192.0.2.99").returncode == 1
+    got = cli_json("--db", db, "tail", "--host", "127.0.0.1", "-n", "3")
+    assert [ln["text"] for ln in got["lines"]] == [f"quiet host line {i}" for i in (27, 28, 29)]
+    got = cli_json("--db", db, "tail", "--host", "127.0.0.2")
+    assert [ln["text"] for ln in got["lines"]] == ["[    3.000000] basic line"]
+    assert not got["stream"]["extended"]
+    # both streams stopped just now: silent only for --after 0+
+    assert cli_json("--db", db, "silent", "--after", "3600")["silent"] == []
+    time.sleep(1.1)
+    rows = cli_json("--db", db, "silent", "--after", "1")["silent"]
+    assert [r["stream"]["source"] for r in rows] == ["127.0.0.1", "127.0.0.2"]
+    text = cli("--db", db, "silent", "--after", "1").stdout
+    assert "went silent" in text and "quiet host line 29" in text
+    # a dump from the host after its last line: not silent any more
+    srv = Serve(db, "--quiet-timeout", "30")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for p in packets(fixture("null_deref.txt"), copies=1, boot_id=9):
+                s.sendto(p, ("127.0.0.1", srv.port))
+        srv.wait_for("dump 1 from")
+    finally:
+        assert srv.stop() == 0
+    rows = cli_json("--db", db, "silent", "--after", "1")["silent"]
+    assert [r["stream"]["source"] for r in rows] == ["127.0.0.2"]
+
+
+def test_retention_prunes_old_lines(tmp_path: Path):
+    db = tmp_path / "c.sqlite3"
+    srv = Serve(db)
+    try:
+        _send(srv.nc_port, [ext(i, f"l{i}") for i in range(50)])
+        assert _wait_lines(db, 50) == 50
+    finally:
+        assert srv.stop() == 0
+    res = cli("--db", db, "prune", "--keep-netconsole-lines", "20", "--dry-run")
+    assert "30 netconsole line(s)" in res.stdout
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM nc_lines").fetchone()[0] == 50
+    conn.close()
+    cli("--db", db, "prune", "--keep-netconsole-lines", "20")
+    conn = sqlite3.connect(db)
+    texts = [t for (t,) in conn.execute("SELECT text FROM nc_lines ORDER BY id")]
+    conn.close()
+    assert texts == [f"l{i}" for i in range(30, 50)]
+    assert ncstore.prune(sqlite3.connect(db), 1.0, None, now=time.time() + 10) == 20
