@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
-from collector_proc import Collector, query_json
+from collector_proc import Collector, query, query_json
 from crashes import ALLOW_OOPS, ALLOW_PANIC
-from dissector import capture, check_netoops
+from dissector import capture, check_netconsole, check_netoops
 from harness import (ALLOW_SYSRQ_PANIC, HOST_MAC, PYTHON, Guest, Netns, cache_dir, flavour,
                      run_guest)
 from netoops_collector import proto
@@ -124,3 +125,72 @@ def test_three_guests_oopsing_at_once_give_three_dumps_with_source_lines():
     call = frames["do_one_initcall"]["source"][-1]
     assert call["where"].startswith("init/main.c:"), call
     assert "fn()" in _source_line(cache_dir() / "linux" / "init" / "main.c", call["line"])
+
+
+def test_netconsole_lines_joined_with_the_dump_and_a_host_that_went_silent():
+    """Two machines run netconsole (extended, with the release, userdata and
+    the CPU) to the collector: one also runs netoops and oopses, the other
+    loses power.  `show` gives the first one's lines before its dump with
+    its log; `silent` names the second with its last lines.  The capture
+    of port 6666 decodes in Wireshark as the collector parses it."""
+    with Netns() as ns:
+        coll = Collector(ns, ns.tmp / "dumps.sqlite3")
+        pcap = ns.tmp / "netconsole.pcap"
+        tcpdump = capture(ns, pcap, "udp", "port", "6666")
+        crash = Guest(ns, "nc_stream", index=0, timeout=300, allow=ALLOW_OOPS_PANIC,
+                      cmdline="oops=panic",
+                      args={"hostmac": HOST_MAC, "end": "crash", "bootid": "77",
+                            "blob": "nc-crash"})
+        quiet = Guest(ns, "nc_stream", index=1, timeout=300,
+                      args={"hostmac": HOST_MAC, "end": "silent"})
+        crash.start()
+        quiet.start()
+        assert quiet.wait_for_result("silent", timeout=240), "the quiet guest never got ready"
+        ns.kill(quiet.proc)                 # the plug pulled: no dump, no last words
+        quiet_res = quiet.wait()
+        crash_res = crash.wait()
+        rows = coll.wait_dumps(1, timeout=30)
+        time.sleep(2)                       # the two streams stop
+        silent = query_json(coll.db, "silent", "--after", "1")
+        tail = query_json(coll.db, "tail", "--host", quiet.ip, "-n", "3")
+        assert coll.stop() == 0
+        ns.kill(tcpdump)
+        parsed = check_netconsole(pcap)
+        crash_res.assert_crashed()
+        assert len(rows) == 1, (rows, coll.log.read_text()[-3000:])
+        shown = query_json(coll.db, "show", str(rows[0]["id"]), "--netconsole", "10")
+        text = query(coll.db, "show", str(rows[0]["id"])).stdout
+    crash_res.assert_crashed()
+    assert quiet_res.status == "crash" and not quiet_res.splats, quiet_res.console[-2000:]
+    release = kernel_release()
+    # the crashed machine: its stream, whole, then its dump
+    nc = shown["netconsole"]
+    [stream] = nc["streams"]
+    assert stream["source"] == crash.ip and stream["extended"] and stream["lost"] == 0
+    assert stream["release"] == release
+    lines = {ln["text"]: ln for ln in nc["lines"]}
+    for i in range(20):
+        assert f"nc-stream crash line {i}" in lines, sorted(lines)[:40]
+    long = lines[f"nc-stream crash long {'L' * 960}"]
+    assert not long["cut"] and "rack=r42" in long["meta"].split("\n")
+    assert any(m.startswith("cpu=") for m in long["meta"].split("\n"))
+    bug = [ln for t, ln in lines.items() if t.startswith("BUG: kernel NULL pointer dereference")]
+    assert bug and bug[0]["in_dump"], bug
+    assert "Kernel panic - not syncing: Fatal exception" in "\n".join(lines)
+    # netoops' own lines after the dump are not in it, nor lost from it
+    after = [ln for ln in nc["lines"] if ln["text"].startswith("netoops: panic dump: ")]
+    assert after and not after[0]["in_dump"] and not after[0]["lost_from_dump"]
+    assert nc["lost_from_dump"] == 0, [ln for ln in nc["lines"] if ln["lost_from_dump"]]
+    # the netconsole section comes before the log, lines the log lacks marked
+    assert text.index("netconsole: ") < text.index("\nlog:\n")
+    assert f"stream {stream['id']} from {crash.ip} port 6665: extended, release {release}" \
+        in text
+    # the machine that lost power: went silent, with its last lines
+    assert [r["stream"]["source"] for r in silent["silent"]] == [quiet.ip], silent
+    last = [ln["text"] for ln in silent["silent"][0]["lines"]]
+    assert last[-1] == "nc-stream last words", last
+    assert [ln["text"] for ln in tail["lines"]][-1] == "nc-stream last words"
+    # the capture: every datagram as the collector parses it; the release
+    # in front of every record, pieces for the long one
+    assert parsed and all(p["extended"] and p["release"] == release for p in parsed)
+    assert any(p["frag"] for p in parsed)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dissector import check_netoops, tshark, udp_pcap
+from dissector import check_netconsole, check_netoops, tshark, udp_pcap
 from netoops_collector import gen, proto
 
 NC_FIELDS = ["netconsole.extended", "netconsole.level", "netconsole.seq", "netconsole.usec",
@@ -68,3 +68,23 @@ def test_netconsole_extended_and_basic_lines(tmp_path: Path):
         ("taskname", "kworker/1:1"), ("release", "6.1.0-netoops"), ("msgid", "17")]
     assert basic["netconsole.extended"] == ["0"]
     assert basic["netconsole.text"] == ["plain basic line"]
+
+
+def test_netconsole_release_prefix_and_the_collectors_parse(tmp_path: Path):
+    """The r flag's release in front (6.6), as fragments too: the dissector
+    and the collector's parse agree on every datagram (check_netconsole)."""
+    records = [
+        b"6.1.0-netoops,6,10,1000,-;with the release\n cpu=0\n",
+        b"6.1.0-netoops,4,11,2000,-,ncfrag=0/1500;" + b"a" * 900,
+        b"6.1.0-netoops,4,11,2000,-,ncfrag=900/1500;" + b"a" * 500 + b"\n rack=7\n",
+        b"6,12,3000,-;no release\n",
+        b"[    1.000000] basic\n",
+    ]
+    pcap = tmp_path / "nc.pcap"
+    udp_pcap(pcap, [(6666, r) for r in records])
+    parsed = check_netconsole(pcap)
+    assert [p.get("release") for p in parsed] == ["6.1.0-netoops"] * 3 + [None, None]
+    assert [p.get("frag") for p in parsed][:3] == [None, (0, 1500), (900, 1500)]
+    first = tshark(pcap, "netconsole.seq == 10", ["netconsole.release", "netconsole.text"])
+    assert first == [{"netconsole.release": ["6.1.0-netoops"],
+                      "netconsole.text": ["with the release"]}]

@@ -198,10 +198,12 @@ def before_dump(conn: sqlite3.Connection, dump: dict[str, Any], minutes: float
     lost = 0
     for ln in lines:
         ln["in_dump"] = _in_log(ln, have)
-        # A line the dump lacks though the dump covers its time: lost from it.
+        # A line the dump lacks though the dump has lines after it: lost
+        # from the dump (one of the last line's time may have come after
+        # the dump was taken, as the dump's own "sent" line does).
         ln["lost_from_dump"] = (not ln["in_dump"] and ln["ts_us"] is not None
                                 and first_ts is not None and last_ts is not None
-                                and first_ts <= ln["ts_us"] <= last_ts)
+                                and first_ts <= ln["ts_us"] < last_ts)
         lost += ln["lost_from_dump"]
     ids = sorted({ln["stream"] for ln in lines})
     return {"minutes": minutes, "source": dump["source"],

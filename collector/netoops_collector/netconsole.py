@@ -36,7 +36,7 @@ REORDER = 256               # a late record is at most this far behind
 _HEAD = re.compile(rb"^(?:([^,;\s]+),)?(\d{1,10}),(\d{1,20}),(\d{1,20}),([^,;]*)((?:,[^;]*)?);")
 _FRAG = re.compile(rb"(?:^|,)ncfrag=(\d{1,10})/(\d{1,10})(?:,|$)")
 _ESC = re.compile(r"\\x([0-9a-fA-F]{2})")
-_TIME = re.compile(r"^(?:<\d+>)?\[\s*(\d+)\.(\d{6})\]\s?")
+_TIME = re.compile(r"^(?:<\d+>)?\[\s*(\d+)\.(\d{6})\](?:\[\s*[TC]\d+\])?\s?")
 
 
 @dataclass
@@ -118,10 +118,29 @@ def is_extended(data: bytes) -> bool:
 
 
 def parse_body(body: bytes) -> tuple[str, list[str]]:
-    """An extended record's body: its text and its KEY=value lines."""
+    """An extended record's body: its text and its KEY=value lines (the
+    text's own newlines are escaped, so every later line is one; the
+    kernel puts a space in front)."""
     text, _, rest = body.partition(b"\n")
-    meta = [_text(m[1:]) for m in rest.split(b"\n") if m.startswith(b" ") and b"=" in m]
+    meta = [_text(m[1:] if m.startswith(b" ") else m) for m in rest.split(b"\n") if b"=" in m]
     return _text(text), meta
+
+
+def describe(data: bytes) -> dict[str, object]:
+    """One datagram as it stands, for comparing with other decoders (the
+    Wireshark dissector): extended or not, the header's fields, the text
+    (an ncfrag piece's part of it), the KEY=value lines."""
+    m = _HEAD.match(data)
+    if m is None:
+        return {"extended": False, "text": _text(data.rstrip(b"\n"))}
+    frag = _FRAG.search(m.group(6)) if m.group(6) else None
+    text, meta = parse_body(data[m.end():])
+    return {"extended": True,
+            "release": m.group(1).decode("ascii", "replace") if m.group(1) else None,
+            "prio": int(m.group(2)), "seq": int(m.group(3)), "ts_us": int(m.group(4)),
+            "flags": m.group(5).decode("ascii", "replace"),
+            "frag": (int(frag.group(1)), int(frag.group(2))) if frag else None,
+            "text": text, "meta": meta}
 
 
 @dataclass

@@ -137,8 +137,8 @@ def _wait_lines(db: Path, n: int, timeout: float = 10) -> int:
     return got
 
 
-def _oops_lines(ts0: float) -> list[str]:
-    """The oops of fixture null_deref.txt as its printk lines."""
+def _log_lines() -> list[tuple[int, str]]:
+    """Fixture null_deref.txt (a boot, then an oops) as (printk time, text)."""
     out = []
     for raw in fixture("null_deref.txt").splitlines():
         ts, text = printk_time(raw)
@@ -152,17 +152,19 @@ def test_serve_joins_netconsole_lines_with_the_dump(tmp_path: Path):
         db = tmp_path / f"{receiver}.sqlite3"
         srv = Serve(db, "--quiet-timeout", "30", receiver=receiver)
         try:
-            log = _oops_lines(0)
-            before = [ext(i, f"boot line {i}", ts=i) for i in range(1, 40)]
-            # the oops as netconsole saw it: every line but one, which the
-            # network lost (seq gap), and one the dump will not have
+            log = _log_lines()
+            # the boot as netconsole saw it, then the oops: every line but
+            # one, which the network lost (a sequence gap), one the dump
+            # lost, and one printed after the dump was taken
+            before = [ext(i, text, ts=ts) for i, (ts, text) in enumerate(log[:10])]
             crash = []
-            seq = 40
-            for k, (ts, text) in enumerate(log):
+            seq = 10
+            for k, (ts, text) in enumerate(log[10:]):
                 if k != 3:
                     crash.append(ext(seq, text, ts=ts, prio=4))
                 seq += 1
             crash.append(ext(seq, "only netconsole saw this", ts=log[-1][0] + 1, prio=4))
+            crash.append(ext(seq + 1, "the dump lost this", ts=log[5][0], prio=4))
             _send(srv.nc_port, before + crash)
             assert _wait_lines(db, len(before) + len(crash)) == len(before) + len(crash)
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -177,9 +179,10 @@ def test_serve_joins_netconsole_lines_with_the_dump(tmp_path: Path):
         [st] = nc["streams"]
         assert st["lost"] == 1 and st["extended"]
         mine = {ln["text"]: ln for ln in nc["lines"]}
-        assert all(mine[text]["in_dump"] for _, text in log[4:])
+        assert all(mine[text]["in_dump"] for k, (_, text) in enumerate(log) if k != 13)
         assert not mine["only netconsole saw this"]["in_dump"]
-        assert not mine["boot line 1"]["in_dump"]
+        assert not mine["only netconsole saw this"]["lost_from_dump"]
+        assert mine["the dump lost this"]["lost_from_dump"] and nc["lost_from_dump"] == 1
         text = cli("--db", db, "show", "1").stdout
         assert "netconsole: " in text and "lost" in text
         assert "+ " in text and "only netconsole saw this" in text

@@ -7,7 +7,7 @@
 --               (modules/netoops_wire.h; the collector's proto.py is the
 --               same table);
 --   netconsole  netconsole lines (UDP 6666): extended records
---               ("<level>,<seq>,<usec>,<flags>[,ncfrag=<off>/<len>];text",
+--               ("[<release>,]<level>,<seq>,<usec>,<flags>[,ncfrag=<off>/<len>];text",
 --               then " KEY=value" lines: dictionary, userdata, sysdata)
 --               and basic lines.
 --
@@ -155,9 +155,10 @@ local NF = {
 	kv = ProtoField.string("netconsole.kv", "Key=value"),
 	key = ProtoField.string("netconsole.key", "Key"),
 	value = ProtoField.string("netconsole.value", "Value"),
+	release = ProtoField.string("netconsole.release", "Kernel release"),
 }
 netconsole.fields = { NF.text, NF.extended, NF.level, NF.seq, NF.usec, NF.flags,
-		      NF.frag_off, NF.frag_len, NF.kv, NF.key, NF.value }
+		      NF.frag_off, NF.frag_len, NF.kv, NF.key, NF.value, NF.release }
 
 function netconsole.dissector(buf, pinfo, tree)
 	local len = buf:len()
@@ -167,8 +168,16 @@ function netconsole.dissector(buf, pinfo, tree)
 	pinfo.cols.protocol = "netconsole"
 	local s = buf():raw()
 	local root = tree:add(netconsole, buf())
-	-- "<level>,<seq>,<usec>,<flags>[,more];": an extended record
+	-- "[<release>,]<level>,<seq>,<usec>,<flags>[,more];": an extended
+	-- record (the release first with the target's r flag, 6.6)
 	local prefix = s:match("^%d+,%d+,%d+,[^;\n]*;")
+	local release = nil
+	if not prefix then
+		release = s:match("^([^,;%s]+),%d+,%d+,%d+,[^;\n]*;")
+		if release then
+			prefix = s:match("^[^,;%s]+,%d+,%d+,%d+,[^;\n]*;")
+		end
+	end
 	if not prefix then
 		local text = s:gsub("\n$", "")
 		root:add(NF.extended, buf(0, 0), false)
@@ -177,8 +186,12 @@ function netconsole.dissector(buf, pinfo, tree)
 		return len
 	end
 	root:add(NF.extended, buf(0, 0), true)
-	local level, seq, usec, rest = prefix:match("^(%d+),(%d+),(%d+),([^;]*);$")
 	local pos = 0
+	if release then
+		root:add(NF.release, buf(0, #release), release)
+		pos = #release + 1
+	end
+	local level, seq, usec, rest = prefix:sub(pos + 1):match("^(%d+),(%d+),(%d+),([^;]*);$")
 	local function item(f, str, value)
 		local i = s:find(str, pos + 1, true)
 		root:add(f, buf(i - 1, #str), value)

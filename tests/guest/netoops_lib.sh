@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # netoops guest helpers, after `. /tests/lib.sh`:
-#   netoops_load [PARAMS]  netpoll_targets and netoops with one target on
+#   netoops_load [PARAMS]  netpoll_targets (unless loaded) and netoops with one target on
 #                          the host (IPv6 when nto.v6=1), pace_us from
 #                          nto.pace=, dump_limit from nto.limit=; then
 #                          the log padded to nto.pad= bytes, if given
@@ -21,7 +21,7 @@ netoops_load() {
 	extra=
 	[ -n "$(arg pace)" ] && extra="$extra pace_us=$(arg pace)"
 	[ -n "$(arg limit)" ] && extra="$extra dump_limit=$(arg limit)"
-	kmod netpoll_targets
+	[ -d /sys/module/netpoll_targets ] || kmod netpoll_targets
 	# shellcheck disable=SC2086
 	kmod netoops "netoops=$tgt" $extra "$@"
 	[ -n "$(arg pad)" ] && pad_log "$(arg pad)"

@@ -14,7 +14,7 @@ from typing import Sequence
 from harness import BRIDGE, TOP, Netns
 
 sys.path.insert(0, str(TOP / "collector"))
-from netoops_collector import proto  # noqa: E402
+from netoops_collector import netconsole, proto  # noqa: E402
 
 LUA = TOP / "deploy" / "wireshark" / "netoops.lua"
 
@@ -66,6 +66,40 @@ def check_netoops(pcap: Path) -> list[proto.Packet]:
             "No fault registers" in m for m in layers["_ws.expert.message"]), layers
         packets.append(packet)
     return packets
+
+
+NC_FIELDS = ["udp.payload", "netconsole.extended", "netconsole.release", "netconsole.level",
+             "netconsole.seq", "netconsole.usec", "netconsole.flags",
+             "netconsole.ncfrag.offset", "netconsole.ncfrag.length", "netconsole.text",
+             "netconsole.kv"]
+
+
+def check_netconsole(pcap: Path, port: int = 6666) -> list[dict[str, object]]:
+    """Every netconsole datagram of the capture decoded by the dissector as
+    the collector parses it (netconsole.describe); returns those parses."""
+    got = tshark(pcap, f"udp.dstport == {port}", NC_FIELDS)
+    out = []
+    for layers in got:
+        payload = bytes.fromhex(layers["udp.payload"][0].replace(":", ""))
+        d = netconsole.describe(payload)
+        one = {k: layers.get(k, [None])[0] for k in NC_FIELDS[1:]}
+        if not d["extended"]:
+            assert (one["netconsole.extended"], one["netconsole.text"]) == ("0", d["text"]), \
+                (one, d)
+        else:
+            frag = d["frag"] or (None, None)
+            want = {"netconsole.extended": "1", "netconsole.release": d["release"],
+                    "netconsole.level": str(d["prio"]), "netconsole.seq": str(d["seq"]),
+                    "netconsole.usec": str(d["ts_us"]), "netconsole.flags": d["flags"],
+                    "netconsole.ncfrag.offset": None if frag[0] is None else str(frag[0]),
+                    "netconsole.ncfrag.length": None if frag[1] is None else str(frag[1]),
+                    "netconsole.text": d["text"]}
+            seen = {k: one[k] for k in want}
+            assert seen == want, {k: (seen[k], want[k]) for k in want if seen[k] != want[k]}
+            if d["frag"] is None:       # a piece may cut a KEY=value line
+                assert layers.get("netconsole.kv", []) == d["meta"], (layers, d)
+        out.append(d)
+    return out
 
 
 def udp_pcap(path: Path, datagrams: Sequence[tuple[int, bytes]], sport: int = 6665) -> None:
