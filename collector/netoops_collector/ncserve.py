@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: GPL-2.0
-"""``serve``'s netconsole receiver: its own thread, sockets and database
+"""``serve``'s netconsole receiver: its own threads, sockets and database
 connection, beside the netoops receive loop and never in its way.
 
 Each socket is drained by a C receive thread in raw mode (rx.py: recvmmsg
 into a ring, every datagram passed on) where it is built, else read here.
-Datagrams become lines (netconsole.Streams) that are written in one
-transaction every ``flush_interval`` seconds, with the streams they touched
-and the counters.  If the database refuses, the lines wait in memory (up
-to ``max_pending`` of them, the oldest dropped and counted beyond) and the
-write is tried again at the next interval.
+The receiving thread turns datagrams into lines (netconsole.Streams) and
+every ``flush_interval`` seconds hands them, with a snapshot of the streams
+they touched and the counters, to the writing thread, which stores each
+batch in one transaction.  SQLite does its work without the interpreter
+lock, so parsing and storing run on two CPUs.  If the database refuses,
+the batches wait (up to ``max_pending`` lines, the oldest dropped and
+counted beyond) and the write is tried again every ``flush_interval``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import socket
 import sqlite3
 import threading
 import time
-from typing import Callable
+from collections import deque
+from typing import Any, Callable
 
 from . import ncstore, rx
 from .netconsole import Line, Streams
@@ -26,6 +29,7 @@ from .netconsole import Line, Streams
 FLUSH_INTERVAL = 0.2
 MAX_PENDING = 1_000_000
 _RECV = 65536
+_Batch = tuple[list[Line], list[tuple[Any, ...]], dict[str, int]]
 
 
 class NetconsoleReceiver:
@@ -44,8 +48,11 @@ class NetconsoleReceiver:
         self.streams = Streams(lambda: next(ids), ncstore.latest_streams(self.conn))
         self.stats = self.streams.stats
         self.stats.update(netconsole_store_errors=0, netconsole_store_dropped=0)
-        self._written = dict.fromkeys(self.stats, 0)
-        self._mu = threading.Lock()         # stats, for readers in other threads
+        self._handed = dict.fromkeys(self.stats, 0)     # counts passed to the writer
+        self._mu = threading.Lock()     # the stats and the queue, between the threads
+        self._cv = threading.Condition(self._mu)
+        self._queue: deque[_Batch] = deque()
+        self._queued_lines = 0
         self.receivers: list[rx.CReceiver] = []
         self.sel = selectors.DefaultSelector()
         for sock in socks:
@@ -62,26 +69,36 @@ class NetconsoleReceiver:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self.sel.register(self._wake_r, selectors.EVENT_READ)
-        self._pending: list[Line] = []
+        self._lines: list[Line] = []    # parsed, not yet handed to the writer
         self._stop = False
+        self._writer_stop = False
+        self._give_up_at = 0.0
+        self._inflight: list[Line] | None = None    # the batch being written
         self._failing = False
-        self.last_write = 0.0
         self._thread = threading.Thread(target=self._run, name="netoops-netconsole",
-                                         daemon=True)
+                                        daemon=True)
+        self._writer = threading.Thread(target=self._writing, name="netoops-nc-write",
+                                        daemon=True)
 
     def start(self) -> None:
+        self._writer.start()
         self._thread.start()
 
     def counters(self) -> dict[str, int]:
         with self._mu:
             return dict(self.stats)
 
-    # -- the thread ----------------------------------------------------------
+    @property
+    def unsaved(self) -> int:
+        """Lines received and not yet in the database."""
+        with self._mu:
+            return len(self._lines) + self._queued_lines
+
+    # -- the receiving thread -------------------------------------------------
     def _run(self) -> None:
         next_flush = time.monotonic() + self.flush_interval
         while not self._stop:
-            now = time.monotonic()
-            timeout = max(0.0, next_flush - now)
+            timeout = max(0.0, next_flush - time.monotonic())
             for key, _ in self.sel.select(timeout):
                 obj = key.fileobj
                 if obj is self._wake_r:
@@ -95,25 +112,24 @@ class NetconsoleReceiver:
                 else:
                     self._read(obj)     # type: ignore[arg-type]
             if time.monotonic() >= next_flush:
-                self._expire()
-                self._flush()
+                self._expire(time.time())
+                self._hand_over()
                 next_flush = time.monotonic() + self.flush_interval
         self._finish()
 
     def _take(self, receiver: rx.CReceiver) -> None:
         wall = time.time()
         feed = self.streams.feed
-        out = self._pending
+        out = self._lines
         with self._mu:
             for buf, host, port in receiver.take():
-                if type(buf) is not bytes:      # never in raw mode
-                    continue
-                out += feed(buf, host, port, wall)
+                if type(buf) is bytes:          # never a group in raw mode
+                    out += feed(buf, host, port, wall)
 
     def _read(self, sock: socket.socket) -> None:
         wall = time.time()
         feed = self.streams.feed
-        out = self._pending
+        out = self._lines
         with self._mu:
             for _ in range(512):
                 try:
@@ -127,45 +143,37 @@ class NetconsoleReceiver:
                     else addr[0]
                 out += feed(data, host, addr[1], wall)
 
-    def _expire(self) -> None:
+    def _expire(self, now: float) -> None:
         with self._mu:
-            self._pending += self.streams.expire(time.time())
+            self._lines += self.streams.expire(now)
 
-    def _flush(self) -> None:
+    def _hand_over(self) -> None:
+        """Queue what was parsed since the last time for the writer."""
         with self._mu:
-            changed = self.streams.changed
-            if not self._pending and not changed and self.stats == self._written:
+            changed = self.streams.take_changed()
+            if not self._lines and not changed and self.stats == self._handed:
                 return
-            lines, streams = self._pending, list(changed.values())
-            delta = {k: v - self._written.get(k, 0) for k, v in self.stats.items()}
-        try:
-            ncstore.write(self.conn, lines, streams, delta)
-        except sqlite3.Error as err:
-            with self._mu:
-                self.stats["netconsole_store_errors"] += 1
-                over = len(self._pending) - self.max_pending
-                if over > 0:
-                    del self._pending[:over]
-                    self.stats["netconsole_store_dropped"] += over
-            if not self._failing:
-                self.log(f"netconsole: database error: {err}; lines kept in memory "
-                         f"(up to {self.max_pending}) and written when it works again")
-            self._failing = True
-            return
-        if self._failing:
-            self.log("netconsole: database writable again")
-        self._failing = False
-        self.last_write = time.time()
-        with self._mu:
-            del self._pending[:len(lines)]
-            for st in streams:
-                if changed.get(st.id) is st:
-                    del changed[st.id]
-            for k, v in delta.items():
-                self._written[k] = self._written.get(k, 0) + v
+            delta = {k: v - self._handed.get(k, 0) for k, v in self.stats.items()}
+            self._handed = dict(self.stats)
+            lines, self._lines = self._lines, []
+            self._queue.append((lines, [ncstore.stream_row(s) for s in changed], delta))
+            self._queued_lines += len(lines)
+            over = self._queued_lines - self.max_pending
+            for batch in self._queue:          # the database lags: drop the oldest
+                if over <= 0:
+                    break
+                old = batch[0]
+                if old is self._inflight:       # being written now
+                    continue
+                cut = min(over, len(old))
+                del old[:cut]
+                self._queued_lines -= cut
+                self.stats["netconsole_store_dropped"] += cut
+                over -= cut
+            self._cv.notify()
 
     def _finish(self) -> None:
-        """Read what the receive threads hold, then write everything."""
+        """Read what the receive threads hold, then hand everything over."""
         end = time.monotonic() + 2.0
         for receiver in self.receivers:
             receiver.halt()
@@ -174,29 +182,66 @@ class NetconsoleReceiver:
             with self._mu:
                 for buf, host, port in receiver.finish(end):
                     if type(buf) is bytes:
-                        self._pending += self.streams.feed(buf, host, port, wall)
+                        self._lines += self.streams.feed(buf, host, port, wall)
             receiver.stop()
         for sock in self.socks:
             if not any(r.sock is sock for r in self.receivers):
                 self._read(sock)
-        with self._mu:
-            self._pending += self.streams.expire(float("inf"))
-        for _ in range(10):
-            self._flush()
-            if not self._failing:
-                break
-            time.sleep(0.2)
+        self._expire(float("inf"))
+        self._hand_over()
 
+    # -- the writing thread -----------------------------------------------------
+    def _writing(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._writer_stop:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                lines, rows, delta = self._queue[0]
+                self._inflight = lines
+            try:
+                ncstore.write(self.conn, lines, rows, delta)
+            except sqlite3.Error as err:
+                with self._mu:
+                    self.stats["netconsole_store_errors"] += 1
+                if not self._failing:
+                    self.log(f"netconsole: database error: {err}; lines kept in memory "
+                             f"(up to {self.max_pending}) and written when it works again")
+                self._failing = True
+                with self._cv:
+                    if self._writer_stop and self._give_up_at < time.monotonic():
+                        return
+                    self._cv.wait(self.flush_interval)
+                continue
+            if self._failing:
+                self.log("netconsole: database writable again")
+            self._failing = False
+            with self._mu:
+                self._queue.popleft()           # only this thread takes batches off
+                self._queued_lines -= len(lines)
+                self._inflight = None
+
+    # -- stopping ---------------------------------------------------------------
     def stop(self) -> None:
-        """Stop the thread after it wrote what it has (within a bound)."""
-        if not self._thread.is_alive():
-            return
-        self._stop = True
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
-        self._thread.join(15)
+        """Stop receiving, and writing once what was received is written (or
+        the database has refused it for 5 s)."""
+        if self._thread.is_alive():
+            self._stop = True
+            try:
+                self._wake_w.send(b"x")
+            except OSError:
+                pass
+            self._thread.join(15)
+        if self._writer.is_alive():
+            with self._cv:
+                self._writer_stop = True
+                self._give_up_at = time.monotonic() + 5.0
+                self._cv.notify()
+            self._writer.join(15)
+        if self._queued_lines:
+            self.log(f"netconsole: {self._queued_lines} line(s) not written: the database "
+                     "refused them")
 
     def close(self) -> None:
         """Stop (if running), then free the receive threads, sockets, connection."""
@@ -211,10 +256,6 @@ class NetconsoleReceiver:
         self._wake_w.close()
         self.conn.close()
 
-    @property
-    def pending(self) -> list[Line]:
-        return self._pending
-
     def summary(self) -> str:
         """The counters as one log line."""
         st = self.counters()
@@ -222,5 +263,5 @@ class NetconsoleReceiver:
                 f"{st['netconsole_lines']}, lost {st['netconsole_lost']} (late "
                 f"{st['netconsole_late']}), duplicates {st['netconsole_duplicates']}, cut "
                 f"{st['netconsole_cut']}, streams begun {st['netconsole_boots']}; unsaved "
-                f"{len(self._pending)}, database errors {st['netconsole_store_errors']}, "
+                f"{self.unsaved}, database errors {st['netconsole_store_errors']}, "
                 f"dropped {st['netconsole_store_dropped']}")

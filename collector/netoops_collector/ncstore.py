@@ -10,6 +10,7 @@ no lines.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from typing import Any, Iterable, Sequence
@@ -45,12 +46,14 @@ LINES_TABLE = """CREATE TABLE nc_lines (
 TABLES = (("nc_streams", STREAMS_TABLE), ("nc_lines", LINES_TABLE))
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS nc_lines_stream ON nc_lines (stream, arrival)",
-    "CREATE INDEX IF NOT EXISTS nc_lines_arrival ON nc_lines (arrival)",
     "CREATE INDEX IF NOT EXISTS nc_streams_source ON nc_streams (source, last_arrival)",
 )
 _STREAM_COLS = ("id", "source", "port", "extended", "release", "first_arrival",
                 "last_arrival", "first_seq", "last_seq", "lines", "lost", "ended")
 _LINE_COLS = ("id", "stream", "arrival", "seq", "level", "ts_us", "cont", "cut", "text", "meta")
+_INSERT_LINES = (f"INSERT INTO nc_lines ({', '.join(_LINE_COLS[1:])}) SELECT "
+                 + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(_LINE_COLS) - 1))
+                 + " FROM json_each(?)")
 
 
 def create(conn: sqlite3.Connection | sqlite3.Cursor) -> None:
@@ -87,9 +90,17 @@ def latest_streams(conn: sqlite3.Connection) -> dict[tuple[str, int], Stream]:
     return out
 
 
-def write(conn: sqlite3.Connection, lines: Sequence[Line], streams: Iterable[Stream],
+def stream_row(s: Stream) -> tuple[Any, ...]:
+    """A stream as it stands, in the order of _STREAM_COLS."""
+    return (s.id, s.source, s.port, int(s.extended), s.release, s.first_arrival,
+            s.last_arrival, s.first_seq, s.last_seq, s.lines, s.lost, s.ended)
+
+
+def write(conn: sqlite3.Connection, lines: Sequence[Line],
+          streams: Iterable[Stream | tuple[Any, ...]],
           stats: dict[str, int] | None = None) -> None:
-    """One transaction: the streams' rows, then the lines, then counters."""
+    """One transaction: the streams' rows (a :class:`Stream` or its
+    stream_row()), then the lines, then counters."""
     cur = conn.cursor()
     cur.execute("BEGIN IMMEDIATE")
     try:
@@ -97,14 +108,12 @@ def write(conn: sqlite3.Connection, lines: Sequence[Line], streams: Iterable[Str
             f"INSERT INTO nc_streams ({', '.join(_STREAM_COLS)}) "
             f"VALUES ({', '.join('?' * len(_STREAM_COLS))}) ON CONFLICT (id) DO UPDATE SET "
             + ", ".join(f"{c} = excluded.{c}" for c in _STREAM_COLS[1:]),
-            [(s.id, s.source, s.port, int(s.extended), s.release, s.first_arrival,
-              s.last_arrival, s.first_seq, s.last_seq, s.lines, s.lost, s.ended)
-             for s in streams])
-        cur.executemany(
-            "INSERT INTO nc_lines (stream, arrival, seq, level, ts_us, cont, cut, text, meta)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(ln.stream, ln.arrival, ln.seq, ln.level, ln.ts_us, int(ln.cont), int(ln.cut),
-              ln.text, ln.meta) for ln in lines])
+            [s if isinstance(s, tuple) else stream_row(s) for s in streams])
+        # All the lines in one statement, as one JSON array of rows (a Line
+        # is one): SQLite inserts them without coming back to Python, which
+        # executemany() does for every row, waiting for the interpreter
+        # lock each time while the receiving thread is busy.
+        cur.execute(_INSERT_LINES, (json.dumps(lines, separators=(",", ":")),))
         for name, value in (stats or {}).items():
             if value:
                 cur.execute("INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT (name)"
@@ -127,9 +136,12 @@ def prune(conn: sqlite3.Connection, max_age: float | None, max_lines: int | None
     cur.execute("BEGIN IMMEDIATE")
     try:
         gone = 0
-        if max_age:
-            gone += cur.execute("DELETE FROM nc_lines WHERE arrival < ?",
-                                (now - max_age,)).rowcount
+        if max_age:     # per stream: lines are indexed by (stream, arrival)
+            cutoff = now - max_age
+            for (sid,) in cur.execute("SELECT id FROM nc_streams WHERE first_arrival < ?",
+                                      (cutoff,)).fetchall():
+                gone += cur.execute("DELETE FROM nc_lines WHERE stream = ? AND arrival < ?",
+                                    (sid, cutoff)).rowcount
         if max_lines:
             row = cur.execute("SELECT id FROM nc_lines ORDER BY id DESC LIMIT 1 OFFSET ?",
                               (max_lines,)).fetchone()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 DEFAULT_PORT = 6666
 MAX_TEXT = 8192             # bytes of one line's text kept (the rest cut)
@@ -53,19 +53,19 @@ class Record:
     cut: bool = False           # pieces of it never came
 
 
-@dataclass
-class Line:
-    """A line to store, in stream ``stream`` (see :class:`Streams`)."""
+class Line(NamedTuple):
+    """A line to store, in stream ``stream`` (see :class:`Streams`): a tuple
+    in the order of the columns it is inserted into (ncstore.write)."""
 
     stream: int
     arrival: float
+    seq: int | None
+    level: int | None
+    ts_us: int | None
+    cont: bool
+    cut: bool
     text: str
-    seq: int | None = None
-    level: int | None = None
-    ts_us: int | None = None
-    cont: bool = False
     meta: str | None = None     # KEY=value lines, "\n"-separated
-    cut: bool = False
 
 
 @dataclass
@@ -117,13 +117,21 @@ def is_extended(data: bytes) -> bool:
     return _HEAD.match(data) is not None
 
 
+def _meta(rest: bytes) -> str | None:
+    """The KEY=value lines after a record's text, one per line, without the
+    space the kernel puts in front."""
+    if not rest:
+        return None
+    text = ("\n" + rest[:MAX_TEXT].decode("utf-8", "replace")).replace("\n ", "\n")
+    return text.strip("\n") or None
+
+
 def parse_body(body: bytes) -> tuple[str, list[str]]:
     """An extended record's body: its text and its KEY=value lines (the
-    text's own newlines are escaped, so every later line is one; the
-    kernel puts a space in front)."""
+    text's own newlines are escaped, so every later line is one)."""
     text, _, rest = body.partition(b"\n")
-    meta = [_text(m[1:] if m.startswith(b" ") else m) for m in rest.split(b"\n") if b"=" in m]
-    return _text(text), meta
+    meta = _meta(rest)
+    return _text(text), meta.split("\n") if meta else []
 
 
 def describe(data: bytes) -> dict[str, object]:
@@ -189,6 +197,24 @@ class Streams:
         body = data[m.end():]
         frag = _FRAG.search(extra) if extra else None
         if frag is None:
+            st = self.current.get((source, port))
+            if (st is not None and st.extended and st.last_seq is not None
+                    and seq == st.last_seq + 1
+                    and (release is None or release == st.release)
+                    and (st.release is not None or b"release=" not in body)):
+                # The common case, kept short: the next record of a stream.
+                text, _, rest = body.partition(b"\n")
+                st.last_seq, st.last_ts = seq, ts
+                recent = st.recent
+                recent[seq] = ts
+                if len(recent) > REORDER:
+                    recent.popitem(last=False)
+                st.lines += 1
+                st.last_arrival = now
+                self.changed[st.id] = st
+                self.stats["netconsole_lines"] += 1
+                return [Line(st.id, now, seq, prio & 7, ts, b"c" in flags, False,
+                             text[:MAX_TEXT].decode("utf-8", "replace"), _meta(rest))]
             text, meta = parse_body(body)
             rec = Record(prio, seq, ts, b"c" in flags, text, meta, release)
             return self._record(rec, source, port, now)
@@ -297,8 +323,8 @@ class Streams:
             if m.startswith("release=") and not st.release:
                 st.release = m[8:]
         return [self._line(st, now, Line(
-            st.id, now, rec.text, rec.seq, rec.prio & 7, rec.ts_us, rec.cont,
-            "\n".join(rec.meta) or None, rec.cut))]
+            st.id, now, rec.seq, rec.prio & 7, rec.ts_us, rec.cont, rec.cut, rec.text,
+            "\n".join(rec.meta) or None))]
 
     def _place(self, st: Stream, rec: Record) -> str:
         """"next", "late" (fills a gap), "copy" or "boot" for ``rec`` in ``st``."""
@@ -349,7 +375,7 @@ class Streams:
                 st = None
         if st is None:
             st = self._open(source, port, False, now, None)
-        return [self._line(st, now, Line(st.id, now, text, ts_us=ts, cut=cut))]
+        return [self._line(st, now, Line(st.id, now, None, None, ts, False, cut, text))]
 
     # -- streams -------------------------------------------------------------
     def _open(self, source: str, port: int, extended: bool, now: float,

@@ -724,7 +724,7 @@ class Server:
         gauges = dict(self.gauges)
         if self.netconsole is not None:
             st.update(self.netconsole.counters())
-            gauges["netconsole_unsaved"] = len(self.netconsole.pending)
+            gauges["netconsole_unsaved"] = self.netconsole.unsaved
         return render(st, gauges)
 
     def _write_metrics(self) -> None:
