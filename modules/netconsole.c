@@ -75,6 +75,11 @@ static bool oops_only;
 module_param(oops_only, bool, 0600);
 MODULE_PARM_DESC(oops_only, "Only log oops messages");
 
+/* Off by default, as in 6.1; a configfs target has its own "resume" */
+static bool resume;
+module_param(resume, bool, 0444);
+MODULE_PARM_DESC(resume, "Parameter targets resume when their interface is back");
+
 static struct console netconsole_ext;
 
 /* The extended console is registered when the first extended target is
@@ -470,6 +475,7 @@ static void netconsole_free_target(struct netpoll_target *nt)
  */
 static int netconsole_parse_prefix(struct netpoll_target *nt, char **opt)
 {
+	nt->resume = resume;
 	if (**opt == '+') {
 		nt->flags |= NETCONSOLE_EXTENDED;
 		(*opt)++;

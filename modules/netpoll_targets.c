@@ -304,6 +304,97 @@ static const char *nts_event_reason(unsigned long event)
 	}
 }
 
+/* Is a target that waits to resume on the name of @dev, which is up and
+ * has no master?  Called with RTNL held.
+ */
+static bool nts_waits_for(struct netpoll_targets *nts, struct net_device *dev)
+{
+	struct netpoll_target *nt;
+	unsigned long flags;
+	bool found = false;
+
+	if (!netif_running(dev) || netdev_master_upper_dev_get(dev))
+		return false;
+	spin_lock_irqsave(&nts->lock, flags);
+	netpoll_targets_for_each(nt, nts) {
+		if (nt->deactivated && !strcmp(nt->np.dev_name, dev->name)) {
+			found = true;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&nts->lock, flags);
+	return found;
+}
+
+/* A deactivated target whose device is up with no master, taken off the
+ * waiting (its deactivated flag cleared) with a reference held; NULL if
+ * none.  Called with nts->mutex held, so the target stays disabled.
+ */
+static struct netpoll_target *nts_take_resumable(struct netpoll_targets *nts)
+{
+	struct netpoll_target *nt, *found = NULL;
+	struct net_device *dev;
+	unsigned long flags;
+
+	rcu_read_lock();
+	spin_lock_irqsave(&nts->lock, flags);
+	netpoll_targets_for_each(nt, nts) {
+		if (!nt->deactivated || nt->state != NETPOLL_TARGET_DISABLED)
+			continue;
+		dev = dev_get_by_name_rcu(&init_net, nt->np.dev_name);
+		if (dev && netif_running(dev) &&
+		    !netdev_master_upper_dev_get_rcu(dev)) {
+			nt->deactivated = false;
+			netpoll_target_get(nt);
+			found = nt;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&nts->lock, flags);
+	rcu_read_unlock();
+	return found;
+}
+
+/* The resume work: enable the deactivated targets whose device is back.
+ * A target that fails to come back waits for the next event.
+ */
+static void nts_resume_work(struct work_struct *work)
+{
+	struct netpoll_targets *nts = container_of(work, struct netpoll_targets,
+						   resume_work);
+	struct netpoll_target *nt, *failed[8];
+	unsigned int nfailed = 0, i;
+	unsigned long flags;
+	int err;
+
+	mutex_lock(&nts->mutex);
+	while ((nt = nts_take_resumable(nts))) {
+		err = nt_enable(nt, false);
+		if (!err) {
+			nts_info(nts, "network logging resumed on interface %s\n",
+				 nt->np.dev_name);
+			netpoll_target_put(nt);
+			continue;
+		}
+		nts_err(nts, "network logging not resumed on interface %s: %d\n",
+			nt->np.dev_name, err);
+		if (nfailed < ARRAY_SIZE(failed)) {
+			failed[nfailed++] = nt;	/* waits again, after this walk */
+			continue;
+		}
+		netpoll_target_put(nt);
+	}
+	for (i = 0; i < nfailed; i++) {
+		spin_lock_irqsave(&nts->lock, flags);
+		if (failed[i]->resume &&
+		    failed[i]->state == NETPOLL_TARGET_DISABLED)
+			failed[i]->deactivated = true;
+		spin_unlock_irqrestore(&nts->lock, flags);
+		netpoll_target_put(failed[i]);
+	}
+	mutex_unlock(&nts->mutex);
+}
+
 /* The notifier runs in process context with RTNL held.  It tears the
  * netpoll down right here, with the targets lock dropped: a work item
  * would need RTNL for __netpoll_cleanup() and could be neither flushed
@@ -318,7 +409,7 @@ static int nts_netdev_event(struct notifier_block *nb, unsigned long event,
 	struct net_device *dev = netdev_notifier_info_to_dev(ptr);
 	struct netpoll_targets *nts;
 	struct netpoll_target *nt;
-	bool stopped = false;
+	bool stopped = false, waiting = false;
 	unsigned long flags;
 
 	nts = container_of(nb, struct netpoll_targets, netdev_notifier);
@@ -334,6 +425,12 @@ static int nts_netdev_event(struct notifier_block *nb, unsigned long event,
 	case NETDEV_RELEASE:
 	case NETDEV_JOIN:
 		break;
+	case NETDEV_UP:
+	case NETDEV_CHANGEUPPER:
+		/* up, or out of a master: targets waiting for it resume */
+		if (nts_waits_for(nts, dev))
+			schedule_work(&nts->resume_work);
+		return NOTIFY_DONE;
 	default:
 		return NOTIFY_DONE;
 	}
@@ -343,6 +440,10 @@ static int nts_netdev_event(struct notifier_block *nb, unsigned long event,
 
 		spin_lock_irqsave(&nts->lock, flags);
 		nt_set_state(nt, NETPOLL_TARGET_DISABLED);
+		if (nt->resume) {
+			nt->deactivated = true;
+			waiting = true;
+		}
 		spin_unlock_irqrestore(&nts->lock, flags);
 
 		netpoll_target_put(nt);
@@ -352,6 +453,8 @@ static int nts_netdev_event(struct notifier_block *nb, unsigned long event,
 	if (stopped)
 		nts_info(nts, "network logging stopped on interface %s as it %s\n",
 			 dev->name, nts_event_reason(event));
+	if (waiting)
+		nts_info(nts, "network logging resumes when %s is back\n", dev->name);
 
 	return NOTIFY_DONE;
 }
@@ -398,7 +501,7 @@ EXPORT_SYMBOL_GPL(netpoll_target_edit_end);
  * /sys/kernel/config/<subsystem>/
  *	<target>/
  *		enabled dev_name local_port remote_port local_ip remote_ip
- *		local_mac (read-only) remote_mac
+ *		local_mac (read-only) remote_mac resume
  *		and the attributes of the subsystem
  */
 
@@ -417,6 +520,37 @@ static int nt_copy_value(const char *buf, size_t count, char *dst,
 	memcpy(dst, buf, len);
 	dst[len] = '\0';
 	return len;
+}
+
+static void nt_stop_waiting(struct netpoll_target *nt)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&nt->nts->lock, flags);
+	nt->deactivated = false;
+	spin_unlock_irqrestore(&nt->nts->lock, flags);
+}
+
+/* Opt-in, off by default as in 6.1: resume when the interface is back */
+static ssize_t nt_resume_show(struct config_item *item, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", to_netpoll_target(item)->resume);
+}
+
+static ssize_t nt_resume_store(struct config_item *item, const char *buf,
+			       size_t count)
+{
+	struct netpoll_target *nt = to_netpoll_target(item);
+	bool resume;
+
+	if (kstrtobool(buf, &resume))
+		return -EINVAL;
+	mutex_lock(&nt->nts->mutex);
+	nt->resume = resume;
+	if (!resume)
+		nt_stop_waiting(nt);
+	mutex_unlock(&nt->nts->mutex);
+	return strnlen(buf, count);
 }
 
 static ssize_t nt_enabled_show(struct config_item *item, char *buf)
@@ -481,6 +615,7 @@ static ssize_t nt_enabled_store(struct config_item *item, const char *buf,
 		goto out_unlock;
 	}
 
+	nt_stop_waiting(nt);		/* the user decides now */
 	if (enable) {
 		err = nt_configfs_enable(nt);
 	} else {
@@ -712,6 +847,7 @@ CONFIGFS_ATTR(nt_, local_ip);
 CONFIGFS_ATTR(nt_, remote_ip);
 CONFIGFS_ATTR_RO(nt_, local_mac);
 CONFIGFS_ATTR(nt_, remote_mac);
+CONFIGFS_ATTR(nt_, resume);
 
 static struct configfs_attribute *nt_common_attrs[] = {
 	&nt_attr_enabled,
@@ -722,6 +858,7 @@ static struct configfs_attribute *nt_common_attrs[] = {
 	&nt_attr_remote_ip,
 	&nt_attr_local_mac,
 	&nt_attr_remote_mac,
+	&nt_attr_resume,
 	NULL,
 };
 
@@ -920,6 +1057,7 @@ int __register_netpoll_targets(struct netpoll_targets *nts, const char *name,
 	if (err)
 		return err;
 
+	INIT_WORK(&nts->resume_work, nts_resume_work);
 	memset(&nts->netdev_notifier, 0, sizeof(nts->netdev_notifier));
 	nts->netdev_notifier.notifier_call = nts_netdev_event;
 	err = register_netdevice_notifier(&nts->netdev_notifier);
@@ -937,8 +1075,9 @@ int __register_netpoll_targets(struct netpoll_targets *nts, const char *name,
 	return 0;
 
 out_free_targets:
-	nts_free_targets(nts);
 	unregister_netdevice_notifier(&nts->netdev_notifier);
+	cancel_work_sync(&nts->resume_work);
+	nts_free_targets(nts);
 	return err;
 }
 EXPORT_SYMBOL_GPL(__register_netpoll_targets);
@@ -952,11 +1091,25 @@ EXPORT_SYMBOL_GPL(__register_netpoll_targets);
  */
 void unregister_netpoll_targets(struct netpoll_targets *nts)
 {
+	struct netpoll_target *nt;
+	unsigned long flags;
+
 	configfs_unregister_subsystem(&nts->configfs_subsys);
+	/* Going away: no target waits for its device any more */
+	mutex_lock(&nts->mutex);
+	spin_lock_irqsave(&nts->lock, flags);
+	netpoll_targets_for_each(nt, nts) {
+		nt->resume = false;
+		nt->deactivated = false;
+	}
+	spin_unlock_irqrestore(&nts->lock, flags);
+	mutex_unlock(&nts->mutex);
 	/* This replays NETDEV_UNREGISTER for every device, which disables
 	 * the remaining targets as netconsole has always done on unload.
 	 */
 	unregister_netdevice_notifier(&nts->netdev_notifier);
+	/* No event schedules it any more; it takes nts->mutex */
+	cancel_work_sync(&nts->resume_work);
 	nts_free_targets(nts);
 }
 EXPORT_SYMBOL_GPL(unregister_netpoll_targets);

@@ -23,8 +23,9 @@
 #include <linux/notifier.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
-/* Room for the eight common attributes and the subsystem's own ones */
+/* Room for the nine common attributes and the subsystem's own ones */
 #define NETPOLL_TARGETS_MAX_ATTRS	16
 
 /**
@@ -57,6 +58,13 @@ struct netpoll_targets;
  * @flags: free for the subsystem (netconsole keeps "extended" here)
  * @priv: free for the subsystem (netconsole's userdata); see
  *	&netpoll_target_ops.init_group and .free_target
+ * @resume: opt-in: when the device of the enabled target goes away (it is
+ *	unregistered, or joins or leaves a master), enable the target again
+ *	once a device of that name is up and has no master.  Written under
+ *	@nts->mutex; a subsystem may set it on a parameter target before
+ *	the target is enabled (in &netpoll_target_ops.parse_prefix).
+ * @deactivated: the device went away while @resume was set, and the
+ *	target waits for it.  Written under @nts->lock.
  * @np: the netpoll: addresses, ports and device of the target.  Its
  *	parameters change only while the target is disabled, and @np.dev
  *	is valid whenever the target is enabled.
@@ -69,6 +77,8 @@ struct netpoll_target {
 	enum netpoll_target_state state;
 	u32			flags;
 	void			*priv;
+	bool			resume;
+	bool			deactivated;
 	struct netpoll		np;
 };
 
@@ -116,6 +126,7 @@ struct netpoll_target_ops {
  * @ops: optional hooks; may be NULL
  * @mutex: serialises configuration changes; private
  * @netdev_notifier: watches the devices of enabled targets; private
+ * @resume_work: enables deactivated targets whose device is back; private
  * @configfs_subsys: the configfs subsystem; private
  * @subsys_type: item type of the subsystem directory; private
  * @target_type: item type of a target directory; private
@@ -134,6 +145,7 @@ struct netpoll_targets {
 
 	struct mutex		mutex;	/* configuration changes */
 	struct notifier_block	netdev_notifier;
+	struct work_struct	resume_work;
 	struct configfs_subsystem configfs_subsys;
 	struct config_item_type	subsys_type;
 	struct config_item_type	target_type;

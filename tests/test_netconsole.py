@@ -220,10 +220,11 @@ def test_parity_configfs_matches(parity):
     for phase in ("new", "on", "off"):
         ref = res.values(f"cfg_{phase}_ref")
         assert len(ref) == 9, ref
-        # and upstream's later attributes, off
+        # and upstream's later attributes, and resume, off
         ours = res.values(f"cfg_{phase}_ours")
-        assert "release=0" in ours and "userdata=" in ours
-        assert [v for v in ours if v not in ("release=0", "userdata=")] == ref
+        later = ("release=0", "userdata=", "resume=0")
+        assert all(v in ours for v in later), ours
+        assert [v for v in ours if v not in later] == ref
     ref = dict(v.split(" ", 1) for v in res.values("rc_ref"))
     ours = dict(v.split(" ", 1) for v in res.values("rc_ours"))
     # 6.1 says -EINVAL for a change while enabled; the series says -EBUSY
@@ -431,6 +432,9 @@ def test_events_interface_changes(events):
     assert events.values("flowing") == ["first", "renamed", "readded"]
     assert events.values("deleted") == ["ok"]
     assert events.values("param_deleted") == ["ok"]
+    # the opt-in: targets with resume come back with their interface
+    assert events.values("resumed") == ["ok"]
+    assert events.values("param_resumed") == ["ok"]
 
 
 def test_torture_is_clean(events):

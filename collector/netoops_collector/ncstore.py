@@ -51,9 +51,13 @@ INDEXES = (
 _STREAM_COLS = ("id", "source", "port", "extended", "release", "first_arrival",
                 "last_arrival", "first_seq", "last_seq", "lines", "lost", "ended")
 _LINE_COLS = ("id", "stream", "arrival", "seq", "level", "ts_us", "cont", "cut", "text", "meta")
+# SQLite 3.38 has ->> (faster than json_extract() by half); Debian 12 has 3.40
+_JSON_ROWS = sqlite3.sqlite_version_info >= (3, 38, 0)
 _INSERT_LINES = (f"INSERT INTO nc_lines ({', '.join(_LINE_COLS[1:])}) SELECT "
-                 + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(_LINE_COLS) - 1))
+                 + ", ".join(f"value ->> {i}" for i in range(len(_LINE_COLS) - 1))
                  + " FROM json_each(?)")
+_INSERT_ROWS = (f"INSERT INTO nc_lines ({', '.join(_LINE_COLS[1:])}) VALUES "
+                f"({', '.join('?' * (len(_LINE_COLS) - 1))})")
 
 
 def create(conn: sqlite3.Connection | sqlite3.Cursor) -> None:
@@ -113,7 +117,10 @@ def write(conn: sqlite3.Connection, lines: Sequence[Line],
         # is one): SQLite inserts them without coming back to Python, which
         # executemany() does for every row, waiting for the interpreter
         # lock each time while the receiving thread is busy.
-        cur.execute(_INSERT_LINES, (json.dumps(lines, separators=(",", ":")),))
+        if _JSON_ROWS:
+            cur.execute(_INSERT_LINES, (json.dumps(lines, separators=(",", ":")),))
+        else:
+            cur.executemany(_INSERT_ROWS, lines)
         for name, value in (stats or {}).items():
             if value:
                 cur.execute("INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT (name)"

@@ -111,12 +111,55 @@ check "local_mac reset" test "$(cat $CFG/v/local_mac)" = ff:ff:ff:ff:ff:ff
 check "unregister logged" test "$(logged va)" -ge 1
 result deleted ok
 
-# re-add and re-enable
+# re-add: without resume (6.1's way) the target stays off; then re-enable
 veth_up
+sleep 1
+state 0
 echo "$(vb_mac)" >$CFG/v/remote_mac
 echo 1 >$CFG/v/enabled || fail "re-enable v"
 check "traffic after re-add" flowing
 result flowing readded
+
+# resume (opt-in): a target with resume=1 comes back with its interface,
+# deleted and re-added under traffic, and not while the user turned it off
+nc_target r va 10.99.0.1 10.99.0.2 6666 "$(vb_mac)" 0
+check "resume off by default" test "$(cat $CFG/r/resume)" = 0
+for v in 2 abc ""; do
+	expect_errno "Invalid argument" sh -c "echo '$v' > $CFG/r/resume"
+done
+check "resume unchanged" test "$(cat $CFG/r/resume)" = 0
+echo 1 >$CFG/r/resume || fail "resume=1"
+echo 0 >$CFG/v/enabled || fail "disable v"
+echo 1 >$CFG/r/enabled || fail "enable r"
+check "traffic on r" flowing
+mac=$(vb_mac)
+ip link del va || fail "veth del for resume"
+sleep 0.5
+[ "$(cat $CFG/r/enabled)" = 0 ] || fail "r still enabled with va gone"
+check "waiting logged" sh -c "dmesg | grep -q 'netconsole: network logging resumes when va is back'"
+veth_add || fail "veth re-add for resume"
+ip link set vb address "$mac"
+ip addr add 10.99.0.1/24 dev va
+ip addr add 10.99.0.2/24 dev vb
+ip link set vb up
+ip link set va up
+n=0
+while [ "$(cat $CFG/r/enabled)" != 1 ] && [ $n -lt 50 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+[ "$(cat $CFG/r/enabled)" = 1 ] || fail "r did not resume"
+check "resume logged" sh -c "dmesg | grep -q 'netconsole: network logging resumed on interface va'"
+check "traffic after resume" flowing
+[ "$(cat $CFG/v/enabled)" = 0 ] || fail "v (no resume) came back"
+# turned off by the user, it stays off across delete and re-add
+echo 0 >$CFG/r/enabled || fail "disable r"
+ip link del va
+veth_up
+sleep 1
+[ "$(cat $CFG/r/enabled)" = 0 ] || fail "r resumed though disabled"
+rmdir $CFG/r
+result resumed ok
 
 touch /tmp/stop-writer
 wait $wpid
@@ -139,6 +182,31 @@ wait $wpid
 rm -f /tmp/stop-writer
 nc_unload ours
 result param_deleted ok
+
+# a parameter target with resume=1 comes back too
+ip link del va
+veth_up
+mac=$(vb_mac)
+nc_load ours resume=1 "netconsole=6665@10.99.0.1/va,6666@10.99.0.2/$mac"
+writer &
+wpid=$!
+check "resume param target traffic" flowing
+ip link del va
+sleep 0.5
+veth_add || fail "veth re-add for the param target"
+ip link set vb address "$mac"
+ip addr add 10.99.0.1/24 dev va
+ip addr add 10.99.0.2/24 dev vb
+ip link set vb up
+ip link set va up
+check "param target resumed" flowing
+touch /tmp/stop-writer
+wait $wpid
+rm -f /tmp/stop-writer
+nc_unload ours
+check "param resume logged" sh -c "dmesg | grep -c 'network logging resumed on interface va' | grep -qx 2"
+ip link del va
+result param_resumed ok
 
 # --- torture -------------------------------------------------------------
 # Concurrent loops, each bounded by its iteration count and a deadline:
