@@ -313,7 +313,8 @@ static bool nts_waits_for(struct netpoll_targets *nts, struct net_device *dev)
 	unsigned long flags;
 	bool found = false;
 
-	if (!netif_running(dev) || netdev_master_upper_dev_get(dev))
+	if (!net_eq(dev_net(dev), &init_net) || !netif_running(dev) ||
+	    netdev_master_upper_dev_get(dev))
 		return false;
 	spin_lock_irqsave(&nts->lock, flags);
 	netpoll_targets_for_each(nt, nts) {
@@ -326,11 +327,13 @@ static bool nts_waits_for(struct netpoll_targets *nts, struct net_device *dev)
 	return found;
 }
 
-/* A deactivated target whose device is up with no master, taken off the
- * waiting (its deactivated flag cleared) with a reference held; NULL if
- * none.  Called with nts->mutex held, so the target stays disabled.
+/* A deactivated target not yet tried in run @gen of the resume work, whose
+ * device is up with no master, with a reference held; NULL if none.
+ * Called with nts->mutex held, so the target stays disabled.  It keeps
+ * waiting until it is enabled, so an event meanwhile runs the work again.
  */
-static struct netpoll_target *nts_take_resumable(struct netpoll_targets *nts)
+static struct netpoll_target *nts_take_resumable(struct netpoll_targets *nts,
+						 u32 gen)
 {
 	struct netpoll_target *nt, *found = NULL;
 	struct net_device *dev;
@@ -339,12 +342,13 @@ static struct netpoll_target *nts_take_resumable(struct netpoll_targets *nts)
 	rcu_read_lock();
 	spin_lock_irqsave(&nts->lock, flags);
 	netpoll_targets_for_each(nt, nts) {
-		if (!nt->deactivated || nt->state != NETPOLL_TARGET_DISABLED)
+		if (!nt->deactivated || nt->resume_gen == gen ||
+		    nt->state != NETPOLL_TARGET_DISABLED)
 			continue;
 		dev = dev_get_by_name_rcu(&init_net, nt->np.dev_name);
 		if (dev && netif_running(dev) &&
 		    !netdev_master_upper_dev_get_rcu(dev)) {
-			nt->deactivated = false;
+			nt->resume_gen = gen;
 			netpoll_target_get(nt);
 			found = nt;
 			break;
@@ -355,43 +359,53 @@ static struct netpoll_target *nts_take_resumable(struct netpoll_targets *nts)
 	return found;
 }
 
-/* The resume work: enable the deactivated targets whose device is back.
- * A target that fails to come back waits for the next event.
+/* The resume work: enable the deactivated targets whose device is back,
+ * each at most once a run.  A target that fails keeps waiting.
  */
 static void nts_resume_work(struct work_struct *work)
 {
 	struct netpoll_targets *nts = container_of(work, struct netpoll_targets,
 						   resume_work);
-	struct netpoll_target *nt, *failed[8];
-	unsigned int nfailed = 0, i;
+	const struct netpoll_target_ops *ops = nts->ops;
+	struct netpoll_target *nt;
 	unsigned long flags;
+	u32 gen;
 	int err;
 
 	mutex_lock(&nts->mutex);
-	while ((nt = nts_take_resumable(nts))) {
+	gen = ++nts->resume_gen;
+	while ((nt = nts_take_resumable(nts, gen))) {
 		err = nt_enable(nt, false);
-		if (!err) {
+		if (err) {
+			nts_err(nts, "network logging not resumed on interface %s: %d\n",
+				nt->np.dev_name, err);
+		} else {
+			spin_lock_irqsave(&nts->lock, flags);
+			nt->deactivated = false;
+			spin_unlock_irqrestore(&nts->lock, flags);
+			if (ops && ops->enabled)
+				ops->enabled(nt);
 			nts_info(nts, "network logging resumed on interface %s\n",
 				 nt->np.dev_name);
-			netpoll_target_put(nt);
-			continue;
-		}
-		nts_err(nts, "network logging not resumed on interface %s: %d\n",
-			nt->np.dev_name, err);
-		if (nfailed < ARRAY_SIZE(failed)) {
-			failed[nfailed++] = nt;	/* waits again, after this walk */
-			continue;
 		}
 		netpoll_target_put(nt);
 	}
-	for (i = 0; i < nfailed; i++) {
-		spin_lock_irqsave(&nts->lock, flags);
-		if (failed[i]->resume &&
-		    failed[i]->state == NETPOLL_TARGET_DISABLED)
-			failed[i]->deactivated = true;
-		spin_unlock_irqrestore(&nts->lock, flags);
-		netpoll_target_put(failed[i]);
+	mutex_unlock(&nts->mutex);
+}
+
+/* No target waits for its device any more (the set is going away) */
+static void nts_stop_resuming(struct netpoll_targets *nts)
+{
+	struct netpoll_target *nt;
+	unsigned long flags;
+
+	mutex_lock(&nts->mutex);
+	spin_lock_irqsave(&nts->lock, flags);
+	netpoll_targets_for_each(nt, nts) {
+		nt->resume = false;
+		nt->deactivated = false;
 	}
+	spin_unlock_irqrestore(&nts->lock, flags);
 	mutex_unlock(&nts->mutex);
 }
 
@@ -440,7 +454,8 @@ static int nts_netdev_event(struct notifier_block *nb, unsigned long event,
 
 		spin_lock_irqsave(&nts->lock, flags);
 		nt_set_state(nt, NETPOLL_TARGET_DISABLED);
-		if (nt->resume) {
+		/* gone, not renamed: a renamed device is no device coming back */
+		if (nt->resume && event != NETDEV_CHANGENAME) {
 			nt->deactivated = true;
 			waiting = true;
 		}
@@ -522,13 +537,17 @@ static int nt_copy_value(const char *buf, size_t count, char *dst,
 	return len;
 }
 
-static void nt_stop_waiting(struct netpoll_target *nt)
+/* End the wait of a deactivated target; was it waiting? */
+static bool nt_stop_waiting(struct netpoll_target *nt)
 {
 	unsigned long flags;
+	bool was;
 
 	spin_lock_irqsave(&nt->nts->lock, flags);
+	was = nt->deactivated;
 	nt->deactivated = false;
 	spin_unlock_irqrestore(&nt->nts->lock, flags);
+	return was;
 }
 
 /* Opt-in, off by default as in 6.1: resume when the interface is back */
@@ -541,14 +560,17 @@ static ssize_t nt_resume_store(struct config_item *item, const char *buf,
 			       size_t count)
 {
 	struct netpoll_target *nt = to_netpoll_target(item);
+	unsigned long flags;
 	bool resume;
 
 	if (kstrtobool(buf, &resume))
 		return -EINVAL;
 	mutex_lock(&nt->nts->mutex);
+	spin_lock_irqsave(&nt->nts->lock, flags);
 	nt->resume = resume;
 	if (!resume)
-		nt_stop_waiting(nt);
+		nt->deactivated = false;
+	spin_unlock_irqrestore(&nt->nts->lock, flags);
 	mutex_unlock(&nt->nts->mutex);
 	return strnlen(buf, count);
 }
@@ -593,7 +615,7 @@ static ssize_t nt_enabled_store(struct config_item *item, const char *buf,
 	struct netpoll_target *nt = to_netpoll_target(item);
 	struct netpoll_targets *nts = nt->nts;
 	enum netpoll_target_state state;
-	bool enabled;
+	bool enabled, waiting;
 	int enable;
 	int err;
 
@@ -608,14 +630,19 @@ static ssize_t nt_enabled_store(struct config_item *item, const char *buf,
 		goto out_unlock;
 	}
 	enabled = state == NETPOLL_TARGET_ENABLED;
+	/* The user decides now: a target waiting to resume waits no more */
+	waiting = nt_stop_waiting(nt);
 	if (enable == enabled) {
+		if (!enable && waiting) {
+			err = 0;	/* stopped: it was to resume */
+			goto out_unlock;
+		}
 		nts_info(nts, "network logging has already %s\n",
 			 enable ? "started" : "stopped");
 		err = -EINVAL;
 		goto out_unlock;
 	}
 
-	nt_stop_waiting(nt);		/* the user decides now */
 	if (enable) {
 		err = nt_configfs_enable(nt);
 	} else {
@@ -1075,6 +1102,7 @@ int __register_netpoll_targets(struct netpoll_targets *nts, const char *name,
 	return 0;
 
 out_free_targets:
+	nts_stop_resuming(nts);
 	unregister_netdevice_notifier(&nts->netdev_notifier);
 	cancel_work_sync(&nts->resume_work);
 	nts_free_targets(nts);
@@ -1091,19 +1119,8 @@ EXPORT_SYMBOL_GPL(__register_netpoll_targets);
  */
 void unregister_netpoll_targets(struct netpoll_targets *nts)
 {
-	struct netpoll_target *nt;
-	unsigned long flags;
-
 	configfs_unregister_subsystem(&nts->configfs_subsys);
-	/* Going away: no target waits for its device any more */
-	mutex_lock(&nts->mutex);
-	spin_lock_irqsave(&nts->lock, flags);
-	netpoll_targets_for_each(nt, nts) {
-		nt->resume = false;
-		nt->deactivated = false;
-	}
-	spin_unlock_irqrestore(&nts->lock, flags);
-	mutex_unlock(&nts->mutex);
+	nts_stop_resuming(nts);
 	/* This replays NETDEV_UNREGISTER for every device, which disables
 	 * the remaining targets as netconsole has always done on unload.
 	 */

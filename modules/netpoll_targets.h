@@ -60,11 +60,14 @@ struct netpoll_targets;
  *	&netpoll_target_ops.init_group and .free_target
  * @resume: opt-in: when the device of the enabled target goes away (it is
  *	unregistered, or joins or leaves a master), enable the target again
- *	once a device of that name is up and has no master.  Written under
- *	@nts->mutex; a subsystem may set it on a parameter target before
- *	the target is enabled (in &netpoll_target_ops.parse_prefix).
+ *	once a device of that name in the initial network namespace is up
+ *	and has no master (netpoll_setup() opens it if it went down again
+ *	meanwhile).  Written under @nts->mutex and @nts->lock; a subsystem
+ *	may set it on a parameter target before the target is enabled (in
+ *	&netpoll_target_ops.parse_prefix).
  * @deactivated: the device went away while @resume was set, and the
  *	target waits for it.  Written under @nts->lock.
+ * @resume_gen: the last run of the resume work that tried the target
  * @np: the netpoll: addresses, ports and device of the target.  Its
  *	parameters change only while the target is disabled, and @np.dev
  *	is valid whenever the target is enabled.
@@ -79,6 +82,7 @@ struct netpoll_target {
 	void			*priv;
 	bool			resume;
 	bool			deactivated;
+	u32			resume_gen;
 	struct netpoll		np;
 };
 
@@ -92,8 +96,9 @@ struct netpoll_target {
  * @prepare_enable: called before the netpoll of @nt is set up, in process
  *	context with the configuration mutex held.  An error aborts the
  *	enabling.  Not called for parameter targets.
- * @enabled: called once @nt has been enabled from configfs, in process
- *	context with the configuration mutex held.
+ * @enabled: called once @nt has been enabled from configfs or resumed
+ *	(see &netpoll_target.resume), in process context with the
+ *	configuration mutex held.
  * @init_group: called when a target directory is made in configfs, before
  *	the target is on the list: may set @nt->priv and add default groups
  *	to @nt->group.  An error fails the mkdir (and free_target runs).
@@ -127,6 +132,7 @@ struct netpoll_target_ops {
  * @mutex: serialises configuration changes; private
  * @netdev_notifier: watches the devices of enabled targets; private
  * @resume_work: enables deactivated targets whose device is back; private
+ * @resume_gen: counts the runs of @resume_work; private
  * @configfs_subsys: the configfs subsystem; private
  * @subsys_type: item type of the subsystem directory; private
  * @target_type: item type of a target directory; private
@@ -146,6 +152,7 @@ struct netpoll_targets {
 	struct mutex		mutex;	/* configuration changes */
 	struct notifier_block	netdev_notifier;
 	struct work_struct	resume_work;
+	u32			resume_gen;
 	struct configfs_subsystem configfs_subsys;
 	struct config_item_type	subsys_type;
 	struct config_item_type	target_type;

@@ -158,6 +158,15 @@ ip link del va
 veth_up
 sleep 1
 [ "$(cat $CFG/r/enabled)" = 0 ] || fail "r resumed though disabled"
+# waiting for its interface, then turned off: the wait ends
+echo 1 >$CFG/r/enabled || fail "re-enable r"
+ip link del va
+sleep 0.5
+echo 0 >$CFG/r/enabled || fail "disable r while it waits"
+expect_errno "Invalid argument" sh -c "echo 0 > $CFG/r/enabled"
+veth_up
+sleep 1
+[ "$(cat $CFG/r/enabled)" = 0 ] || fail "r resumed though turned off while it waited"
 rmdir $CFG/r
 result resumed ok
 
