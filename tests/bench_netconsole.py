@@ -48,7 +48,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=400,
                     help="rounds of five messages per run")
-    ap.add_argument("--order", default="none " + "ref ours oursx oursx ours ref " * 3 + "none",
+    ap.add_argument("--order", default="none ref ours oursx none oursx ours ref " * 3 + "none",
                     help="runs, in order, each one of none, ref, ours and oursx")
     args = ap.parse_args()
 
