@@ -29,6 +29,7 @@ from .netconsole import Line, Streams
 FLUSH_INTERVAL = 0.2
 MAX_PENDING = 1_000_000
 _RECV = 65536
+_PACKET = 1413              # what the C thread reads of a datagram (NRX_BUF)
 _Batch = tuple[list[Line], list[tuple[Any, ...]], dict[str, int]]
 
 
@@ -73,6 +74,7 @@ class NetconsoleReceiver:
         self._stop = False
         self._writer_stop = False
         self._give_up_at = 0.0
+        self._told_unwritten = False
         self._inflight: list[Line] | None = None    # the batch being written
         self._failing = False
         self._thread = threading.Thread(target=self._run, name="netoops-netconsole",
@@ -124,6 +126,9 @@ class NetconsoleReceiver:
         with self._mu:
             for buf, host, port in receiver.take():
                 if type(buf) is bytes:          # never a group in raw mode
+                    if len(buf) > _PACKET:      # longer than the C thread reads
+                        buf = buf[:_PACKET]
+                        self.stats["netconsole_cut"] += 1
                     out += feed(buf, host, port, wall)
 
     def _read(self, sock: socket.socket) -> None:
@@ -153,9 +158,8 @@ class NetconsoleReceiver:
             changed = self.streams.take_changed()
             if not self._lines and not changed and self.stats == self._handed:
                 return
-            delta = {k: v - self._handed.get(k, 0) for k, v in self.stats.items()}
-            self._handed = dict(self.stats)
             lines, self._lines = self._lines, []
+            delta: dict[str, int] = {}      # filled in below, after any drops
             self._queue.append((lines, [ncstore.stream_row(s) for s in changed], delta))
             self._queued_lines += len(lines)
             over = self._queued_lines - self.max_pending
@@ -170,6 +174,8 @@ class NetconsoleReceiver:
                 self._queued_lines -= cut
                 self.stats["netconsole_store_dropped"] += cut
                 over -= cut
+            delta.update((k, v - self._handed.get(k, 0)) for k, v in self.stats.items())
+            self._handed = dict(self.stats)
             self._cv.notify()
 
     def _finish(self) -> None:
@@ -202,6 +208,16 @@ class NetconsoleReceiver:
                 self._inflight = lines
             try:
                 ncstore.write(self.conn, lines, rows, delta)
+            except (ValueError, OverflowError, TypeError) as err:
+                # not the database: this batch can never be written
+                with self._mu:
+                    self.stats["netconsole_store_dropped"] += len(lines)
+                    self._queue.popleft()
+                    self._queued_lines -= len(lines)
+                    self._inflight = None
+                self.log(f"netconsole: a batch of {len(lines)} line(s) could not be "
+                         f"written ({type(err).__name__}: {err}); dropped")
+                continue
             except sqlite3.Error as err:
                 with self._mu:
                     self.stats["netconsole_store_errors"] += 1
@@ -239,7 +255,8 @@ class NetconsoleReceiver:
                 self._give_up_at = time.monotonic() + 5.0
                 self._cv.notify()
             self._writer.join(15)
-        if self._queued_lines:
+        if self._queued_lines and not self._told_unwritten:
+            self._told_unwritten = True
             self.log(f"netconsole: {self._queued_lines} line(s) not written: the database "
                      "refused them")
 

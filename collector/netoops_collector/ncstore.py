@@ -27,6 +27,7 @@ STREAMS_TABLE = """CREATE TABLE nc_streams (
     last_arrival  REAL NOT NULL,
     first_seq     INTEGER,
     last_seq      INTEGER,
+    last_ts       INTEGER,            -- the kernel's timestamp of last_seq, us
     lines         INTEGER NOT NULL,
     lost          INTEGER NOT NULL,   -- sequence numbers that never came
     ended         TEXT                -- why a newer stream took over, if one did
@@ -49,7 +50,7 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS nc_streams_source ON nc_streams (source, last_arrival)",
 )
 _STREAM_COLS = ("id", "source", "port", "extended", "release", "first_arrival",
-                "last_arrival", "first_seq", "last_seq", "lines", "lost", "ended")
+                "last_arrival", "first_seq", "last_seq", "last_ts", "lines", "lost", "ended")
 _LINE_COLS = ("id", "stream", "arrival", "seq", "level", "ts_us", "cont", "cut", "text", "meta")
 # SQLite 3.38 has ->> (faster than json_extract() by half); Debian 12 has 3.40
 _JSON_ROWS = sqlite3.sqlite_version_info >= (3, 38, 0)
@@ -89,7 +90,7 @@ def latest_streams(conn: sqlite3.Connection) -> dict[tuple[str, int], Stream]:
         d = dict(zip(_STREAM_COLS, row))
         st = Stream(d["id"], d["source"], d["port"], bool(d["extended"]), d["first_arrival"],
                     d["last_arrival"], d["release"], d["first_seq"], d["last_seq"],
-                    None, d["lines"], d["lost"], d["ended"])
+                    d["last_ts"], d["lines"], d["lost"], d["ended"])
         out[(st.source, st.port)] = st
     return out
 
@@ -97,7 +98,7 @@ def latest_streams(conn: sqlite3.Connection) -> dict[tuple[str, int], Stream]:
 def stream_row(s: Stream) -> tuple[Any, ...]:
     """A stream as it stands, in the order of _STREAM_COLS."""
     return (s.id, s.source, s.port, int(s.extended), s.release, s.first_arrival,
-            s.last_arrival, s.first_seq, s.last_seq, s.lines, s.lost, s.ended)
+            s.last_arrival, s.first_seq, s.last_seq, s.last_ts, s.lines, s.lost, s.ended)
 
 
 def write(conn: sqlite3.Connection, lines: Sequence[Line],
@@ -149,11 +150,11 @@ def prune(conn: sqlite3.Connection, max_age: float | None, max_lines: int | None
                                       (cutoff,)).fetchall():
                 gone += cur.execute("DELETE FROM nc_lines WHERE stream = ? AND arrival < ?",
                                     (sid, cutoff)).rowcount
-        if max_lines:
-            row = cur.execute("SELECT id FROM nc_lines ORDER BY id DESC LIMIT 1 OFFSET ?",
-                              (max_lines,)).fetchone()
-            if row is not None:
-                gone += cur.execute("DELETE FROM nc_lines WHERE id <= ?", (row[0],)).rowcount
+        if max_lines:   # ids grow: the newest max_lines ids, at most, stay
+            (top,) = cur.execute("SELECT COALESCE(MAX(id), 0) FROM nc_lines").fetchone()
+            if top > max_lines:
+                gone += cur.execute("DELETE FROM nc_lines WHERE id <= ?",
+                                    (top - max_lines,)).rowcount
         if gone:
             cur.execute("DELETE FROM nc_streams WHERE ended IS NOT NULL AND NOT EXISTS "
                         "(SELECT 1 FROM nc_lines WHERE stream = nc_streams.id)")
@@ -214,8 +215,18 @@ def before_dump(conn: sqlite3.Connection, dump: dict[str, Any], minutes: float
         return None
     lines = [_line_dict(r) for r in rows]
     have, first_ts, last_ts = _log_index(dump.get("log") or "")
+    # The dump's own boot: the newest stream that began before the dump.
+    # Lines of earlier boots in the window are shown, not compared.
+    own = conn.execute("SELECT id FROM nc_streams WHERE source = ? AND first_arrival <= ? "
+                       "ORDER BY first_arrival DESC, id DESC LIMIT 1",
+                       (dump["source"], dump["first_packet"])).fetchone()
     lost = 0
     for ln in lines:
+        if own is None or ln["stream"] != own[0]:
+            ln["in_dump"] = ln["lost_from_dump"] = False
+            ln["other_boot"] = True
+            continue
+        ln["other_boot"] = False
         ln["in_dump"] = _in_log(ln, have)
         # A line the dump lacks though the dump has lines after it: lost
         # from the dump (one of the last line's time may have come after
@@ -227,7 +238,8 @@ def before_dump(conn: sqlite3.Connection, dump: dict[str, Any], minutes: float
     ids = sorted({ln["stream"] for ln in lines})
     return {"minutes": minutes, "source": dump["source"],
             "streams": [stream(conn, i) for i in ids], "lines": lines,
-            "not_in_dump": sum(not ln["in_dump"] for ln in lines),
+            "dump_stream": own[0] if own else None,
+            "not_in_dump": sum(not ln["in_dump"] and not ln["other_boot"] for ln in lines),
             "lost_from_dump": lost}
 
 

@@ -32,10 +32,13 @@ FRAG_TIMEOUT = 5.0          # seconds a record's missing pieces are waited for
 MAX_FRAGS = 1024            # records in pieces at once
 PARTIAL_TIMEOUT = 2.0       # seconds a basic line without its newline waits
 REORDER = 256               # a late record is at most this far behind
+BOOT_BACK = 1_000_000       # us the timestamp may go back before it is a new boot
+MAX_STREAMS = 65536         # sources followed at once (the least recent go)
+_MAX_SEQ = (1 << 63) - 1    # what SQLite's integers hold
 
 _HEAD = re.compile(rb"^(?:([^,;\s]+),)?(\d{1,10}),(\d{1,20}),(\d{1,20}),([^,;]*)((?:,[^;]*)?);")
 _FRAG = re.compile(rb"(?:^|,)ncfrag=(\d{1,10})/(\d{1,10})(?:,|$)")
-_ESC = re.compile(r"\\x([0-9a-fA-F]{2})")
+_ESC = re.compile(rb"\\x([0-9a-fA-F]{2})")
 _TIME = re.compile(r"^(?:<\d+>)?\[\s*(\d+)\.(\d{6})\](?:\[\s*[TC]\d+\])?\s?")
 
 
@@ -96,8 +99,13 @@ class Stream:
 
 
 def unescape(text: str) -> str:
-    """The kernel's ``\\xNN`` escapes of an extended record undone."""
-    return _ESC.sub(lambda m: chr(int(m.group(1), 16)), text) if "\\x" in text else text
+    """The kernel's ``\\xNN`` escapes of an extended record undone.  The
+    kernel escapes every byte of UTF-8 text beyond ASCII: the bytes are put
+    back, then decoded."""
+    if "\\x" not in text:
+        return text
+    raw = _ESC.sub(lambda m: bytes([int(m.group(1), 16)]), text.encode("utf-8"))
+    return raw.decode("utf-8", "replace")
 
 
 def printk_time(line: str) -> tuple[int | None, str]:
@@ -193,6 +201,9 @@ class Streams:
             return self._basic(data, source, port, now)
         release = m.group(1).decode("ascii", "replace") if m.group(1) else None
         prio, seq, ts = int(m.group(2)), int(m.group(3)), int(m.group(4))
+        if seq > _MAX_SEQ or ts > _MAX_SEQ:
+            self.stats["netconsole_malformed"] += 1
+            return []
         flags, extra = m.group(5), m.group(6)
         body = data[m.end():]
         frag = _FRAG.search(extra) if extra else None
@@ -200,6 +211,7 @@ class Streams:
             st = self.current.get((source, port))
             if (st is not None and st.extended and st.last_seq is not None
                     and seq == st.last_seq + 1
+                    and (st.last_ts is None or ts >= st.last_ts - BOOT_BACK)
                     and (release is None or release == st.release)
                     and (st.release is not None or b"release=" not in body)):
                 # The common case, kept short: the next record of a stream.
@@ -212,6 +224,7 @@ class Streams:
                 st.lines += 1
                 st.last_arrival = now
                 self.changed[st.id] = st
+                self.current[(source, port)] = self.current.pop((source, port))  # most recent
                 self.stats["netconsole_lines"] += 1
                 return [Line(st.id, now, seq, prio & 7, ts, b"c" in flags, False,
                              text[:MAX_TEXT].decode("utf-8", "replace"), _meta(rest))]
@@ -234,15 +247,19 @@ class Streams:
             pieces.parts[off] = body
             pieces.have += len(body)
         if pieces.have >= pieces.total:
-            del self._frags[key]
-            text, meta = parse_body(self._join(pieces)[0])
-            rec = Record(prio, seq, ts, b"c" in flags, text, meta, release)
-            out += self._record(rec, source, port, now)
+            body, whole = self._join(pieces)
+            if whole:           # overlapping pieces may still leave a hole
+                del self._frags[key]
+                text, meta = parse_body(body)
+                rec = Record(prio, seq, ts, b"c" in flags, text, meta, release)
+                out += self._record(rec, source, port, now)
         return out
 
     def expire(self, now: float) -> list[Line]:
-        """Records whose pieces stopped coming, basic lines that never got
-        their newline: stored as they are (marked cut)."""
+        """Records whose pieces stopped coming (stored marked cut), basic
+        text that never got its newline (stored as it is: a line printed
+        without one); and the sources followed beyond MAX_STREAMS, the
+        least recent first, are forgotten (their streams stay stored)."""
         out: list[Line] = []
         while self._frags:
             key, pieces = next(iter(self._frags.items()))
@@ -253,6 +270,8 @@ class Streams:
             if since + PARTIAL_TIMEOUT <= now:
                 del self._partial[key]
                 out += self._basic_line(text, key[0], key[1], now, cut=False)
+        while len(self.current) > MAX_STREAMS:     # a dict keeps the most recent last
+            del self.current[next(iter(self.current))]
         return out
 
     def next_deadline(self) -> float | None:
@@ -285,17 +304,21 @@ class Streams:
         text, meta = parse_body(body)
         rec = Record(prio, seq, ts, b"c" in flags, text, meta,
                      rel.decode("ascii", "replace") if rel else None, cut=not whole)
-        if not whole:
+        out = self._record(rec, key[0], key[1], now)
+        if out and not whole:
             self.stats["netconsole_cut"] += 1
-        return self._record(rec, key[0], key[1], now)
+        return out
 
     def _record(self, rec: Record, source: str, port: int, now: float) -> list[Line]:
         st = self.current.get((source, port))
         if st is not None and not st.extended:
+            if st.lines:
+                st.ended = "extended records"
+                self.changed[st.id] = st
             st = None
         if st is not None and st.last_seq is not None:
             verdict = self._place(st, rec)
-            if verdict == "copy":
+            if verdict in ("copy", "stale"):
                 self.stats["netconsole_duplicates"] += 1
                 return []
             if verdict == "boot":
@@ -327,15 +350,23 @@ class Streams:
             "\n".join(rec.meta) or None))]
 
     def _place(self, st: Stream, rec: Record) -> str:
-        """"next", "late" (fills a gap), "copy" or "boot" for ``rec`` in ``st``."""
+        """"next", "late" (fills a gap), "copy", "stale" (at most REORDER
+        behind, seen or not: after a restart the collector does not know)
+        or "boot" for ``rec`` in ``st``.  A new boot: a new release, or a
+        timestamp that goes back (the sequence number may go on, if the
+        collector missed the reboot), or a sequence number far behind."""
         assert st.last_seq is not None
         if rec.release and st.release and rec.release != st.release:
+            return "boot"
+        if st.last_ts is not None and rec.ts_us < st.last_ts - BOOT_BACK:
             return "boot"
         if rec.seq > st.last_seq:
             return "next"
         if st.recent.get(rec.seq) == rec.ts_us:
             return "copy"
-        if st.last_seq - rec.seq <= REORDER and rec.seq not in st.recent:
+        if st.last_seq - rec.seq > REORDER:
+            return "boot"
+        if rec.seq not in st.recent:
             for i, (lo, hi) in enumerate(st.gaps):
                 if lo <= rec.seq <= hi:
                     parts = [(lo, rec.seq - 1), (rec.seq + 1, hi)]
@@ -344,7 +375,7 @@ class Streams:
                     self.stats["netconsole_lost"] -= 1
                     self.stats["netconsole_late"] += 1
                     return "late"
-        return "boot"
+        return "stale"
 
     # -- basic -------------------------------------------------------------
     def _basic(self, data: bytes, source: str, port: int, now: float) -> list[Line]:
@@ -386,6 +417,8 @@ class Streams:
         return st
 
     def _line(self, st: Stream, now: float, line: Line) -> Line:
+        key = (st.source, st.port)
+        self.current[key] = self.current.pop(key, st)      # the most recent last
         st.lines += 1
         st.last_arrival = now
         self.changed[st.id] = st

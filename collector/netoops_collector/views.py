@@ -197,12 +197,13 @@ def _stream_note(st: dict[str, Any]) -> str:
 def _netconsole_before(nc: dict[str, Any]) -> list[str]:
     out = [f"netconsole: {_plural(len(nc['lines']), 'line')} from "
            f"{one_line(nc['source'])} in the {nc['minutes']:g} minutes before the dump; "
-           f"'+' marks the {nc['not_in_dump']} its log does not have"
+           f"'+' marks the {nc['not_in_dump']} of its boot that its log does not have"
            + (f" ({nc['lost_from_dump']} within the log's time span: lost from the dump)"
               if nc["lost_from_dump"] else "")]
     out += [f"  {_stream_note(st)}" for st in nc["streams"]]
     for ln in nc["lines"]:
-        out.append(("  " if ln["in_dump"] else "+ ") + nc_line(ln))
+        mark = "  " if ln["in_dump"] or ln.get("other_boot") else "+ "
+        out.append(mark + nc_line(ln))
     return out
 
 

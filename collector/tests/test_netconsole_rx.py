@@ -16,7 +16,8 @@ from netoops_collector.netconsole import Streams, printk_time, unescape
 
 def ext(seq: int, text: str, ts: int | None = None, prio: int = 6, release: str = "",
         meta: tuple[str, ...] = ()) -> bytes:
-    head = f"{release + ',' if release else ''}{prio},{seq},{ts if ts is not None else seq * 1000},-;"
+    ts = ts if ts is not None else 10_000_000 + seq * 1000     # 10 s after boot on
+    head = f"{release + ',' if release else ''}{prio},{seq},{ts},-;"
     return (head + text + "\n" + "".join(f" {m}\n" for m in meta)).encode()
 
 
@@ -36,7 +37,7 @@ def test_extended_records_with_userdata_sysdata_and_release():
     [a] = s.feed(ext(5, "hello \\x1b world", release="6.1.0-test",
                      meta=("SUBSYSTEM=net", "cpu=1", "taskname=swapper/1", "msgid=9")),
                  "192.0.2.1", 6665, 100.0)
-    assert (a.seq, a.level, a.ts_us, a.stream) == (5, 6, 5000, 1)
+    assert (a.seq, a.level, a.ts_us, a.stream) == (5, 6, 10_005_000, 1)
     assert a.text == "hello \\x1b world" and unescape(a.text) == "hello \x1b world"
     assert a.meta == "SUBSYSTEM=net\ncpu=1\ntaskname=swapper/1\nmsgid=9"
     st = s.current[("192.0.2.1", 6665)]
@@ -89,6 +90,44 @@ def test_sequence_gaps_are_lost_late_records_fill_them_and_a_restart_is_a_new_bo
     [rel] = s.feed(ext(1, "x", release="6.1.0-new"), *src, 60.0)
     [rel2] = s.feed(ext(2, "y", release="6.1.0-other"), *src, 61.0)
     assert rel.stream != rel2.stream
+    # so is a timestamp that goes back while the sequence goes on (the
+    # collector missed the reboot)
+    [fwd] = s.feed(ext(900, "later boot", ts=2_000_000), *src, 70.0)
+    assert fwd.stream != rel2.stream and s.current[src].lost == 0
+
+
+def test_after_a_restart_an_old_record_is_stale_not_a_boot():
+    """The streams known at start have no memory of recent records: one a
+    little behind is dropped as stale, one far behind is a new boot."""
+    from netoops_collector.netconsole import Stream
+    known = Stream(7, "192.0.2.1", 6665, True, 1.0, 1.0, None, 0, 1000, 11_000_000)
+    ids = iter(range(8, 100))
+    s = Streams(lambda: next(ids), {("192.0.2.1", 6665): known})
+    assert s.feed(ext(998, "again"), "192.0.2.1", 6665, 2.0) == []
+    assert s.stats["netconsole_duplicates"] == 1 and known.ended is None
+    [nxt] = s.feed(ext(1001, "next"), "192.0.2.1", 6665, 2.0)
+    assert nxt.stream == 7 and known.lost == 0
+    [far] = s.feed(ext(3, "far behind"), "192.0.2.1", 6665, 3.0)
+    assert far.stream == 8 and known.ended == "a new boot"
+
+
+def test_hostile_input_changes_nothing_it_should_not():
+    s = streams()
+    src = ("192.0.2.9", 6665)
+    assert s.feed(b"6,99999999999999999999,1,-;too big\n", *src, 1.0) == []
+    assert s.stats["netconsole_malformed"] == 1 and not s.current
+    # overlapping pieces that leave a hole: not whole until it is filled
+    body = b"0123456789" * 30 + b"\n"
+    head = b"4,5,10000000,-"
+    s.feed(head + b",ncfrag=0/301;" + body[:100], *src, 1.0)
+    s.feed(head + b",ncfrag=50/301;" + body[50:200], *src, 1.0)
+    assert s.feed(head + b",ncfrag=210/301;" + body[210:], *src, 1.0) == []
+    [line] = s.feed(head + b",ncfrag=200/301;" + body[200:210], *src, 1.0)
+    assert line.text == body[:-1].decode() and not line.cut
+
+
+def test_utf8_escaped_by_the_kernel_is_read_back():
+    assert unescape("caf\\xc3\\xa9 \\x1b") == "caf\u00e9 \x1b"
 
 
 def test_basic_lines_split_and_joined_and_the_banner_starts_a_boot():
@@ -160,11 +199,12 @@ def test_serve_joins_netconsole_lines_with_the_dump(tmp_path: Path):
             crash = []
             seq = 10
             for k, (ts, text) in enumerate(log[10:]):
-                if k != 3:
+                if k == 5:
+                    crash.append(ext(seq, "the dump lost this", ts=ts, prio=4))
+                elif k != 3:
                     crash.append(ext(seq, text, ts=ts, prio=4))
                 seq += 1
             crash.append(ext(seq, "only netconsole saw this", ts=log[-1][0] + 1, prio=4))
-            crash.append(ext(seq + 1, "the dump lost this", ts=log[5][0], prio=4))
             _send(srv.nc_port, before + crash)
             assert _wait_lines(db, len(before) + len(crash)) == len(before) + len(crash)
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -179,7 +219,7 @@ def test_serve_joins_netconsole_lines_with_the_dump(tmp_path: Path):
         [st] = nc["streams"]
         assert st["lost"] == 1 and st["extended"]
         mine = {ln["text"]: ln for ln in nc["lines"]}
-        assert all(mine[text]["in_dump"] for k, (_, text) in enumerate(log) if k != 13)
+        assert all(mine[text]["in_dump"] for k, (_, text) in enumerate(log) if k not in (13, 15))
         assert not mine["only netconsole saw this"]["in_dump"]
         assert not mine["only netconsole saw this"]["lost_from_dump"]
         assert mine["the dump lost this"]["lost_from_dump"] and nc["lost_from_dump"] == 1
@@ -249,3 +289,27 @@ def test_retention_prunes_old_lines(tmp_path: Path):
     conn.close()
     assert texts == [f"l{i}" for i in range(30, 50)]
     assert ncstore.prune(sqlite3.connect(db), 1.0, None, now=time.time() + 10) == 20
+
+
+def test_lines_of_an_earlier_boot_are_shown_not_compared(tmp_path: Path):
+    """A crash loop: the window before a dump holds the previous boot's
+    lines too; only the dump's own boot is held against its log."""
+    conn = sqlite3.connect(tmp_path / "nc.sqlite3")
+    ncstore.create(conn)
+    s = streams()
+    src = ("192.0.2.1", 6665)
+    lines = s.feed(ext(500, "old boot line", ts=20_000_000), *src, 100.0)
+    lines += s.feed(ext(0, "new boot line", ts=1_000_000), *src, 130.0)   # it rebooted
+    lines += s.feed(ext(1, "in both", ts=1_500_000), *src, 131.0)
+    lines += s.feed(ext(2, "lost from the dump", ts=1_700_000), *src, 131.0)
+    ncstore.write(conn, lines, s.take_changed())
+    dump = {"source": "192.0.2.1", "first_packet": 140.0, "received": 141.0,
+            "log": "<4>[    1.500000] in both\n[    2.000000] the end\n"}
+    nc = ncstore.before_dump(conn, dump, 5)
+    got = {ln["text"]: ln for ln in nc["lines"]}
+    assert got["old boot line"]["other_boot"] and not got["old boot line"]["lost_from_dump"]
+    assert not got["new boot line"]["in_dump"] and not got["new boot line"]["lost_from_dump"]
+    assert got["in both"]["in_dump"] and got["lost from the dump"]["lost_from_dump"]
+    assert (nc["not_in_dump"], nc["lost_from_dump"]) == (2, 1)
+    assert nc["dump_stream"] == got["new boot line"]["stream"] != got["old boot line"]["stream"]
+    conn.close()
