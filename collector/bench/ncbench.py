@@ -102,6 +102,17 @@ def settle(count: Callable[[], int], total: int, quiet: float = 2.0,
     return n, moved
 
 
+def blast_into(blast: Path, port: int, sources: int, n: int, rate: int,
+               count: Callable[[], int], rcvbuf: int) -> dict[str, Any]:
+    """Send ``n`` records at ``rate`` to ``port``; what ``count`` says arrived."""
+    start = time.time()
+    sent = subprocess.run([str(blast), str(port), str(sources), str(n), str(rate)],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    got, last = settle(count, n)
+    return {"received": got, "lost": n - got, "pps": got / max(last - start, 1e-9),
+            "sent": sent, "rcvbuf": rcvbuf}
+
+
 def trial_netconsd(exe: Path, module: Path, blast: Path, rate: int, n: int,
                    sources: int) -> dict[str, Any]:
     port = free_port()
@@ -123,15 +134,10 @@ def trial_netconsd(exe: Path, module: Path, blast: Path, rate: int, n: int,
             got = [int(m.group(1)) for m in (re.match(r"count (\d+) last", ln) for ln in lines)
                    if m]
             return got[-1] if got else 0
-        start = time.time()
-        sent = subprocess.run([str(blast), str(port), str(sources), str(n), str(rate)],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        got, last = settle(count, n)
+        return blast_into(blast, port, sources, n, rate, count, rcvbuf)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-    return {"received": got, "lost": n - got, "pps": got / max(last - start, 1e-9),
-            "sent": sent, "rcvbuf": rcvbuf}
 
 
 def trial_serve(tmp: Path, blast: Path, rate: int, n: int, sources: int) -> dict[str, Any]:
@@ -161,15 +167,10 @@ def trial_serve(tmp: Path, blast: Path, rate: int, n: int, sources: int) -> dict
                     conn.close()
             except sqlite3.Error:
                 return 0
-        start = time.time()
-        sent = subprocess.run([str(blast), str(port), str(sources), str(n), str(rate)],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        got, last = settle(count, n)
+        return blast_into(blast, port, sources, n, rate, count, rcvbuf)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    return {"received": got, "lost": n - got, "pps": got / max(last - start, 1e-9),
-            "sent": sent, "rcvbuf": rcvbuf}
 
 
 def main() -> int:

@@ -144,9 +144,7 @@ class NetconsoleReceiver:
                 except OSError as err:
                     self.log(f"netconsole: receive error: {err}")
                     return
-                host = addr[0][7:] if addr[0].startswith("::ffff:") and "." in addr[0] \
-                    else addr[0]
-                out += feed(data, host, addr[1], wall)
+                out += feed(data, *rx.source_of(addr), wall)
 
     def _expire(self, now: float) -> None:
         with self._mu:

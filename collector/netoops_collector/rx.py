@@ -211,6 +211,14 @@ def chunk_hash(data: bytes) -> int:
     return int(lib.nrx_hash(data, len(data)))
 
 
+def source_of(addr: tuple) -> tuple[str, int]:  # type: ignore[type-arg]
+    """(host, port) of a socket address, an IPv4-mapped IPv6 one as IPv4."""
+    host = addr[0]
+    if host.startswith("::ffff:") and "." in host:
+        host = host[7:]
+    return host, addr[1]
+
+
 def _address(family: int, addr: bytes) -> str:
     if family == 4:
         return socket.inet_ntop(socket.AF_INET, addr[:4])

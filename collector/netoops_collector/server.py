@@ -51,6 +51,7 @@ from typing import Callable, Iterable, TextIO
 from . import ncstore, proto, rx, views
 from .ncserve import NetconsoleReceiver
 from .netconsole import DEFAULT_PORT as NETCONSOLE_PORT
+from .rx import source_of as _source
 from .alerts import AlertConfig, Alerts
 from .journal import Journal, JournalError
 from .metrics import MetricsServer, render, write_textfile
@@ -186,13 +187,6 @@ def open_socket(host: str, port: int) -> tuple[socket.socket, str]:
 def _show(addr: tuple) -> str:  # type: ignore[type-arg]
     host, port = addr[0], addr[1]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _source(addr: tuple) -> tuple[str, int]:  # type: ignore[type-arg]
-    host = addr[0]
-    if host.startswith("::ffff:") and "." in host:
-        host = host[7:]
-    return host, addr[1]
 
 
 @dataclass

@@ -160,6 +160,12 @@ def _send(port: int, datagrams: list[bytes], src: str = "") -> None:
             time.sleep(0.0005)
 
 
+def _send_dump(port: int, boot_id: int, copies: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for p in packets(fixture("null_deref.txt"), copies=copies, boot_id=boot_id):
+            s.sendto(p, ("127.0.0.1", port))
+
+
 def _wait_lines(db: Path, n: int, timeout: float = 10) -> int:
     end = time.monotonic() + timeout
     got = 0
@@ -207,9 +213,7 @@ def test_serve_joins_netconsole_lines_with_the_dump(tmp_path: Path):
             crash.append(ext(seq, "only netconsole saw this", ts=log[-1][0] + 1, prio=4))
             _send(srv.nc_port, before + crash)
             assert _wait_lines(db, len(before) + len(crash)) == len(before) + len(crash)
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                for p in packets(fixture("null_deref.txt"), copies=3, boot_id=5):
-                    s.sendto(p, ("127.0.0.1", srv.port))
+            _send_dump(srv.port, boot_id=5, copies=3)
             srv.wait_for("dump 1 from")
         finally:
             assert srv.stop() == 0
@@ -260,9 +264,7 @@ def test_tail_and_silent(tmp_path: Path):
     # a dump from the host after its last line: not silent any more
     srv = Serve(db, "--quiet-timeout", "30")
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            for p in packets(fixture("null_deref.txt"), copies=1, boot_id=9):
-                s.sendto(p, ("127.0.0.1", srv.port))
+        _send_dump(srv.port, boot_id=9, copies=1)
         srv.wait_for("dump 1 from")
     finally:
         assert srv.stop() == 0

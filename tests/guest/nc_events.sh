@@ -30,8 +30,11 @@ veth_add() {
 	return 1
 }
 
+# veth_up [MAC]: the pair, addressed and up; vb keeps MAC if given (a
+# target's remote_mac from before a delete)
 veth_up() {
 	veth_add || fail "veth add"
+	[ -n "$1" ] && ip link set vb address "$1"
 	ip addr add 10.99.0.1/24 dev va
 	ip addr add 10.99.0.2/24 dev vb
 	ip link set vb up
@@ -137,12 +140,7 @@ ip link del va || fail "veth del for resume"
 sleep 0.5
 [ "$(cat $CFG/r/enabled)" = 0 ] || fail "r still enabled with va gone"
 check "waiting logged" sh -c "dmesg | grep -q 'netconsole: network logging resumes when va is back'"
-veth_add || fail "veth re-add for resume"
-ip link set vb address "$mac"
-ip addr add 10.99.0.1/24 dev va
-ip addr add 10.99.0.2/24 dev vb
-ip link set vb up
-ip link set va up
+veth_up "$mac"
 n=0
 while [ "$(cat $CFG/r/enabled)" != 1 ] && [ $n -lt 50 ]; do
 	sleep 0.1
@@ -202,12 +200,7 @@ wpid=$!
 check "resume param target traffic" flowing
 ip link del va
 sleep 0.5
-veth_add || fail "veth re-add for the param target"
-ip link set vb address "$mac"
-ip addr add 10.99.0.1/24 dev va
-ip addr add 10.99.0.2/24 dev vb
-ip link set vb up
-ip link set va up
+veth_up "$mac"
 check "param target resumed" flowing
 touch /tmp/stop-writer
 wait $wpid
