@@ -189,14 +189,15 @@ def sink_throughput(sink: Path, burst: Burst, warm: Burst) -> dict[str, Any]:
     warm.send(("127.0.0.1", port))
     proc.stop_all()
     burst.send(("127.0.0.1", port))
+    cpu0 = sum(thread_cpu(proc.p.pid).values())
     t0 = time.time()
     proc.signal(signal.SIGCONT)
     proc.wait_for("count", timeout=60)
     proc.stop()
-    _, count, _, _first, _, last = proc.lines[-1][1].split()
+    _, count, _, _first, _, last, _, cpu_ms = proc.lines[-1][1].split()
     received = int(count) - warm.packets
     return {"pps": burst.packets / (float(last) - t0), "received": received,
-            "ok": received == burst.packets}
+            "ok": received == burst.packets, "cpu_ms": float(cpu_ms) - cpu0 / 1e6}
 
 
 def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]:
@@ -319,7 +320,8 @@ def main() -> int:
         for i in range(args.repeat):
             s = sink_throughput(sink, burst, warm)
             c = collector_throughput(burst, warm, tmp)
-            log(f"  run {i + 1}: sink {s['pps']:,.0f} packets/s (received {s['received']}), "
+            log(f"  run {i + 1}: sink {s['pps']:,.0f} packets/s (received {s['received']}, "
+                f"CPU {s['cpu_ms']:.1f} ms), "
                 f"collector {c['pps']:,.0f} packets/s to durable (all read at "
                 f"{c['read_ms']:.1f} ms, last durable at {c['durable_ms']:.1f} ms), "
                 f"{c['stored_pps']:,.0f} to "
@@ -341,11 +343,14 @@ def main() -> int:
     log(f"C recvmmsg sink:   {sink_pps:12,.0f} packets/s (count only)")
     log(f"collector (serve): {col_pps:12,.0f} packets/s to durable (receive + reassemble + "
         f"journal fdatasync), {col_pps * 1412 / 1e6:.1f} MB/s of UDP payload")
-    log(f"ratio collector/sink: {col_pps / sink_pps:.3f}  "
+    paired = statistics.median(float(c["pps"]) / float(s["pps"]) for s, c in zip(sinks, cols))
+    log(f"ratio collector/sink: {col_pps / sink_pps:.3f} of the medians, {paired:.3f} the "
+        f"median of each run's ratio to the sink run just before it  "
         f"(zero loss verified in the db: {'yes' if zero_loss else 'NO'})")
     log(f"to analysed and committed to SQLite: {stored_pps:12,.0f} packets/s, ratio "
         f"{stored_pps / sink_pps:.3f}")
     names = sorted({name for c in cols for name in c["cpu_ms"]})
+    log(f"CPU of the sink, median: {statistics.median(s['cpu_ms'] for s in sinks):.1f} ms")
     log("CPU until durable, medians: " + ", ".join(
         f"{name} {statistics.median(c['cpu_ms'].get(name, 0.0) for c in cols):.1f} ms"
         for name in names))
@@ -363,7 +368,8 @@ def main() -> int:
     if args.json:
         print(json.dumps({"sink_pps": sink_pps, "collector_pps": col_pps,
                           "collector_stored_pps": stored_pps,
-                          "ratio": col_pps / sink_pps, "zero_loss": zero_loss,
+                          "ratio": col_pps / sink_pps, "paired_ratio": paired,
+                          "zero_loss": zero_loss,
                           "throughput_packets": burst.packets,
                           "largest_zero_loss_burst": good, "trials": trials}, indent=2))
     return 0 if zero_loss else 1

@@ -7,8 +7,8 @@
  *
  * Binds 127.0.0.1:PORT (0: any free port), prints "ready PORT RCVBUF", then
  * receives until EXPECTED datagrams are in or nothing arrives for 3 s, and
- * prints "count N first T last T" (CLOCK_REALTIME seconds of the first and
- * the last receive).
+ * prints "count N first T last T cpu_ms C" (CLOCK_REALTIME seconds of the
+ * first and the last receive, and the CPU time it used).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -41,6 +42,7 @@ int main(int argc, char **argv)
 	socklen_t len = sizeof(addr);
 	long expected, count = 0;
 	double first = 0, last = 0;
+	struct rusage ru;
 	int fd, rcvbuf, i;
 
 	if (argc < 3) {
@@ -89,6 +91,9 @@ int main(int argc, char **argv)
 			first = last;
 		count += n;
 	}
-	printf("count %ld first %.6f last %.6f\n", count, first, last);
+	getrusage(RUSAGE_SELF, &ru);
+	printf("count %ld first %.6f last %.6f cpu_ms %.3f\n", count, first, last,
+	       (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3);
 	return 0;
 }

@@ -78,7 +78,7 @@
 #define NRX_HOLD_MS	100
 #define NRX_CLASSES	11		/* group buffers of 2^k packets, k < 11 */
 #define NRX_FIRST_CLASS	3		/* doubled up to 8 packets at least */
-#define NRX_BATCHES	32		/* read and not yet handled: 5.8 MB */
+#define NRX_BATCHES	32		/* read and not yet handled: 3.4 MB */
 
 struct batch;
 #define NRX_F_CUT	1
@@ -697,6 +697,12 @@ struct batch {
 	int drops_known;		/* @drops was read */
 	uint32_t drops;			/* the socket's drop count after the call */
 	double arrival;			/* CLOCK_REALTIME after the call */
+	/* Each datagram's source and copy-filter hash (0: not a packet),
+	 * taken by the reading thread while its bytes are in its cache. */
+	uint8_t family[NRX_BATCH], flags[NRX_BATCH], addr[NRX_BATCH][16];
+	uint16_t port[NRX_BATCH];
+	uint32_t len[NRX_BATCH];
+	uint64_t h[NRX_BATCH];
 	struct mmsghdr msgs[NRX_BATCH];
 	struct iovec iovs[NRX_BATCH];
 	struct sockaddr_storage addrs[NRX_BATCH];
@@ -704,9 +710,31 @@ struct batch {
 };
 
 /*
- * The reading thread: recvmmsg() into a free batch, hand it on, again.  It
- * does nothing else, so the socket is drained at close to the speed of the
- * system call while the other thread handles the batches before.
+ * Each datagram's length, source and, for a packet-sized one, its hash for
+ * the copy filter: here, where its bytes were just written, rather than
+ * in the handling thread, which then touches only what it keeps.
+ */
+static void describe(const struct nrx *r, struct batch *b, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		b->len[i] = b->msgs[i].msg_len;
+		b->flags[i] = b->msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? NRX_F_CUT : 0;
+		if (b->len[i] > NRX_BUF)
+			b->len[i] = NRX_BUF;
+		source_of(&b->addrs[i], &b->family[i], &b->port[i], b->addr[i]);
+		b->h[i] = 0;
+		if (b->len[i] == NRX_PACKET && !b->flags[i] && r->max_count)
+			b->h[i] = hash_packet(b->addr[i], b->port[i], b->bufs[i]);
+	}
+}
+
+/*
+ * The reading thread: recvmmsg() into a free batch, describe() it, hand it
+ * on, again.  It does nothing else, so the socket is drained at close to
+ * the speed of the system call while the other thread handles the batches
+ * before.
  */
 static void *read_thread(void *arg)
 {
@@ -760,6 +788,7 @@ static void *read_thread(void *arg)
 							       meminfo, &len) &&
 					 len > SK_MEMINFO_DROPS * sizeof(uint32_t);
 			b->drops = b->drops_known ? meminfo[SK_MEMINFO_DROPS] : 0;
+			describe(r, b, n);
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		b->n = n > 0 ? n : 0;
@@ -784,10 +813,11 @@ static void *read_thread(void *arg)
 /* Handle one batch: count, drop copies, group, queue. False if stopping. */
 static int handle(struct nrx *r, struct batch *b)
 {
-	uint8_t family[NRX_BATCH], flags[NRX_BATCH], addr[NRX_BATCH][16];
-	uint16_t port[NRX_BATCH];
-	uint32_t len[NRX_BATCH];
-	uint64_t h[NRX_BATCH];
+	const uint8_t *family = b->family, *flags = b->flags;
+	const uint16_t *port = b->port;
+	const uint32_t *len = b->len;
+	const uint64_t *h = b->h;
+	uint8_t (*addr)[16] = b->addr;
 	int i, got;
 
 	if (b->drops_known) {
@@ -798,19 +828,12 @@ static int handle(struct nrx *r, struct batch *b)
 	if (b->n)
 		r->own.last_read_ns = (uint64_t)(b->arrival * 1e9);
 	/*
-	 * First every packet's hash, with its slots in the copy tables
-	 * fetched: the tables are far bigger than the caches, and misses
-	 * waited for one at a time were half of this thread's time.
+	 * First every packet's slots in the copy tables fetched: the tables
+	 * are far bigger than the caches, and misses waited for one at a
+	 * time were half of this thread's time.
 	 */
 	for (i = 0; i < b->n; i++) {
-		len[i] = b->msgs[i].msg_len;
-		flags[i] = b->msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? NRX_F_CUT : 0;
-		if (len[i] > NRX_BUF)
-			len[i] = NRX_BUF;
-		source_of(&b->addrs[i], &family[i], &port[i], addr[i]);
-		h[i] = 0;
-		if (len[i] == NRX_PACKET && !flags[i] && r->max_count) {
-			h[i] = hash_packet(addr[i], port[i], b->bufs[i]);
+		if (h[i]) {
 			__builtin_prefetch(&r->cur[h[i] & (NRX_SLOTS - 1)]);
 			__builtin_prefetch(&r->prev[h[i] & (NRX_SLOTS - 1)]);
 		}
