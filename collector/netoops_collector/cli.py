@@ -267,6 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--host", required=True, metavar="ADDR", help="the source address")
     tail.add_argument("-n", "--lines", type=_positive(int), default=20, metavar="N",
                       help="how many lines (default %(default)s)")
+    tail.add_argument("-f", "--follow", action="store_true",
+                      help="then print each new line as it is stored, a new stream (boot) "
+                           "announced, until interrupted; with --json one object a line; "
+                           "waits for a host that has sent nothing yet")
+    tail.add_argument("--interval", type=_positive(float), default=0.5, metavar="SECONDS",
+                      help="how often --follow looks for new lines (default %(default)g)")
     quiet = sub.add_parser("silent", parents=[query],
                            help="hosts whose netconsole stopped without a dump",
                            description="Sources whose newest netconsole stream stopped at "
@@ -394,6 +400,52 @@ def _symbols(args: argparse.Namespace) -> Symbols | None:
     return Symbols(path) if path is not None else None
 
 
+def _follow(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
+    """``tail --follow``: the last lines, then each new one, until SIGINT or
+    SIGTERM (or stdout closes)."""
+    import json
+    import signal
+    import time
+
+    def stop(_sig: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, stop)
+    shown: int | None = None        # the stream whose lines are being printed
+
+    def emit(lines: list[dict], stream: dict | None = None) -> None:
+        nonlocal shown
+        for ln in lines:
+            if args.json:
+                print(json.dumps(dict(ln, source=args.host), sort_keys=True))
+                continue
+            if ln["stream"] != shown:
+                st = stream if stream and stream["id"] == ln["stream"] else \
+                    ncstore.stream(conn, ln["stream"])
+                if st is not None:
+                    print(views.stream_note(st))
+                shown = ln["stream"]
+            print(views.nc_line(ln, meta=True))
+        sys.stdout.flush()
+
+    try:
+        got, after = ncstore.tail_from(conn, args.host, args.lines)
+        if got is not None:
+            emit(got["lines"], got["stream"])
+        while True:
+            time.sleep(args.interval)
+            new = ncstore.lines_after(conn, args.host, after)
+            if new:
+                after = new[-1]["id"]
+                emit(new)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        sys.stderr.close()      # no second complaint at exit
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def _query(args: argparse.Namespace, db: Path) -> int:
     syms = _symbols(args)
     conn = store.open_readonly(db)
@@ -417,6 +469,8 @@ def _query(args: argparse.Namespace, db: Path) -> int:
             if nc is not None:      # the key only where there are lines
                 dump["netconsole"] = nc
             sys.stdout.write(views.show_json(dump) if args.json else views.show_text(dump))
+        elif args.command == "tail" and args.follow:
+            _follow(conn, args)
         elif args.command == "tail":
             got = ncstore.tail(conn, args.host, args.lines)
             if got is None:

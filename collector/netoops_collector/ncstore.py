@@ -275,6 +275,32 @@ def tail(conn: sqlite3.Connection, source: str, limit: int) -> dict[str, Any] | 
     return {"stream": stream(conn, row[0]), "lines": last_lines(conn, row[0], limit)}
 
 
+def tail_from(conn: sqlite3.Connection, source: str, limit: int
+              ) -> tuple[dict[str, Any] | None, int]:
+    """:func:`tail`, and the newest line id of any source when it was read
+    (one snapshot): what :func:`lines_after` follows on from."""
+    if not has_tables(conn):
+        return None, 0
+    with conn:      # one read transaction for both
+        conn.execute("BEGIN")
+        got = tail(conn, source, limit)
+        newest = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM nc_lines").fetchone()[0])
+    return got, newest
+
+
+def lines_after(conn: sqlite3.Connection, source: str, after: int,
+                limit: int = 10000) -> list[dict[str, Any]]:
+    """The lines of ``source`` (any of its streams) stored after line id
+    ``after``, in the order they were stored: what ``tail --follow`` prints."""
+    if not has_tables(conn):
+        return []
+    rows = conn.execute(f"SELECT {', '.join('l.' + c for c in _LINE_COLS)} FROM nc_lines l "
+                        "WHERE l.id > ? AND l.stream IN "
+                        "(SELECT id FROM nc_streams WHERE source = ?) ORDER BY l.id LIMIT ?",
+                        (after, source, limit)).fetchall()
+    return [_line_dict(r) for r in rows]
+
+
 def last_lines(conn: sqlite3.Connection, stream_id: int, limit: int) -> list[dict[str, Any]]:
     rows = conn.execute(f"SELECT {', '.join(_LINE_COLS)} FROM nc_lines WHERE stream = ? "
                         "ORDER BY arrival DESC, id DESC LIMIT ?", (stream_id, limit)).fetchall()

@@ -182,7 +182,7 @@ def nc_line(ln: dict[str, Any], meta: bool = False) -> str:
     return " ".join(parts)
 
 
-def _stream_note(st: dict[str, Any]) -> str:
+def stream_note(st: dict[str, Any]) -> str:
     kind = "extended" if st["extended"] else "basic"
     rel = f", release {one_line(st['release'])}" if st["release"] else ""
     lost = f", {_plural(st['lost'], 'record')} lost" if st["lost"] else ""
@@ -200,7 +200,7 @@ def _netconsole_before(nc: dict[str, Any]) -> list[str]:
            f"'+' marks the {nc['not_in_dump']} of its boot that its log does not have"
            + (f" ({nc['lost_from_dump']} within the log's time span: lost from the dump)"
               if nc["lost_from_dump"] else "")]
-    out += [f"  {_stream_note(st)}" for st in nc["streams"]]
+    out += [f"  {stream_note(st)}" for st in nc["streams"]]
     for ln in nc["lines"]:
         mark = "  " if ln["in_dump"] or ln.get("other_boot") else "+ "
         out.append(mark + nc_line(ln))
@@ -208,7 +208,7 @@ def _netconsole_before(nc: dict[str, Any]) -> list[str]:
 
 
 def tail_text(got: dict[str, Any]) -> str:
-    out = [_stream_note(got["stream"])]
+    out = [stream_note(got["stream"])]
     out += [nc_line(ln, meta=True) for ln in got["lines"]]
     return "\n".join(out) + "\n"
 
@@ -225,7 +225,7 @@ def silent_text(rows: list[dict[str, Any]]) -> str:
         st = row["stream"]
         out.append(f"{one_line(st['source'])} went silent {st['silent_for']:.0f}s ago "
                    f"(last line {when(st['last_arrival'])}), no dump since")
-        out.append(f"  {_stream_note(st)}")
+        out.append(f"  {stream_note(st)}")
         out += [f"  {nc_line(ln)}" for ln in row["lines"]]
     return "\n".join(out) + "\n"
 

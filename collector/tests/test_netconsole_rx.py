@@ -4,12 +4,17 @@ records, and `serve` storing lines that `show`, `tail` and `silent` use."""
 
 from __future__ import annotations
 
+import json
+import queue
+import signal
 import socket
 import sqlite3
+import subprocess
+import threading
 import time
 from pathlib import Path
 
-from collector_util import Serve, cli, cli_json, fixture, packets
+from collector_util import PYTHON, Serve, cli, cli_env, cli_json, fixture, packets
 from netoops_collector import ncstore
 from netoops_collector.netconsole import Streams, printk_time, unescape
 
@@ -151,10 +156,11 @@ def test_printk_time_and_unescape():
     assert unescape("a\\x0ab\\\\") == "a\nb\\\\"
 
 
-def _send(port: int, datagrams: list[bytes], src: str = "") -> None:
+def _send(port: int, datagrams: list[bytes], src: str = "", sport: int = 0) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        if src:
-            s.bind((src, 0))
+        if src or sport:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((src or "127.0.0.1", sport))
         for d in datagrams:
             s.sendto(d, ("127.0.0.1", port))
             time.sleep(0.0005)
@@ -270,6 +276,77 @@ def test_tail_and_silent(tmp_path: Path):
         assert srv.stop() == 0
     rows = cli_json("--db", db, "silent", "--after", "1")["silent"]
     assert [r["stream"]["source"] for r in rows] == ["127.0.0.2"]
+
+
+class _Follow:
+    """``tail --follow`` running, its output read as it comes."""
+
+    def __init__(self, db: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "netoops_collector", "--db", str(db), "tail", "--follow",
+             "--interval", "0.05", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=cli_env())
+        self.lines: list[str] = []
+        self._q: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._q.put(line.rstrip("\n"))
+        self._q.put(None)
+
+    def wait_for(self, text: str, timeout: float = 10) -> None:
+        end = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            item = self._q.get(timeout=max(0.01, end - time.monotonic()))
+            assert item is not None, f"tail --follow ended: {self.lines}"
+            self.lines.append(item)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(10)
+        while (item := self._q.get(timeout=10)) is not None:
+            self.lines.append(item)
+        return rc
+
+
+def test_tail_follow_prints_new_lines_and_new_boots_of_that_host_only(tmp_path: Path):
+    db = tmp_path / "c.sqlite3"
+    srv = Serve(db)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        sport = s.getsockname()[1]      # one target: one source port throughout
+    try:
+        _send(srv.nc_port, [ext(i, f"old line {i}") for i in range(5)], sport=sport)
+        assert _wait_lines(db, 5) == 5
+        text = _Follow(db, "--host", "127.0.0.1", "-n", "2")
+        js = _Follow(db, "--host", "127.0.0.1", "-n", "1", "--json")
+        later = _Follow(db, "--host", "127.0.0.3")        # nothing from it yet: waits
+        text.wait_for("old line 4")
+        js.wait_for("old line 4")
+        _send(srv.nc_port, [b"[    1.000000] another host\n"], src="127.0.0.2")
+        _send(srv.nc_port, [ext(i, f"new line {i}") for i in range(5, 8)], sport=sport)
+        # a reboot: the timestamp goes back, a new stream
+        _send(srv.nc_port, [ext(0, "after the reboot", ts=1_000)], sport=sport)
+        _send(srv.nc_port, [ext(0, "the third host", ts=1_000)], src="127.0.0.3")
+        for f in (text, js):
+            f.wait_for("after the reboot")
+        later.wait_for("the third host")
+    finally:
+        assert srv.stop() == 0
+    assert [f.stop() for f in (text, js, later)] == [0, 0, 0]
+    shown = [ln for ln in text.lines if not ln.startswith("stream ")]
+    assert [ln.rsplit(" ", 1)[-1] for ln in shown[:5]] == ["3", "4", "5", "6", "7"]
+    assert "after the reboot" in shown[5]
+    assert not any("another host" in ln for ln in text.lines + js.lines)
+    notes = [ln for ln in text.lines if ln.startswith("stream ")]
+    assert len(notes) == 2 and notes[0] != notes[1], text.lines     # the boot announced
+    objs = [json.loads(ln) for ln in js.lines]
+    assert [o["text"] for o in objs] == ["old line 4", "new line 5", "new line 6",
+                                         "new line 7", "after the reboot"]
+    assert len({o["stream"] for o in objs}) == 2 and {o["source"] for o in objs} == {"127.0.0.1"}
+    assert "the third host" in later.lines[-1] and later.lines[0].startswith("stream ")
 
 
 def test_retention_prunes_old_lines(tmp_path: Path):

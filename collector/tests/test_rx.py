@@ -89,6 +89,28 @@ def test_datagrams_arrive_with_their_source_and_copies_are_dropped():
     assert st["ring_used"] == 0 and st["grouped"] == 1 and st["groups"] == 0
 
 
+def test_raw_mode_passes_every_datagram_on_copies_included():
+    """max_count 0 (netconsole's receiver): no copy filter, no grouping,
+    even for datagrams of exactly a netoops packet's size."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    r = rx.CReceiver(sock, max_count=0)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    pkts = packets(fixture("null_deref.txt"), copies=3)
+    line = b"6,1,1000,-;the same line twice\n"
+    try:
+        for p in pkts + [line, line]:
+            src.sendto(p, sock.getsockname())
+        got = take_all(r, len(pkts) + 2)
+        st = r.stats()
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+    assert [d for d, _, _ in got] == pkts + [line, line]
+    assert st["duplicates"] == 0 and st["grouped"] == 0 and st["packets"] == len(pkts) + 2
+
+
 def test_a_group_feeds_exactly_as_its_packets_would():
     """A group gives the dump its packets give one by one; afterwards a copy
     of a chunk is a duplicate and a changed chunk a conflict (its hash);
