@@ -82,8 +82,13 @@ def test_netoops_collector_holds_the_command_and_its_unit():
             "/etc/default/netoops-collector", "/etc/netoops/collector.toml",
             "/usr/lib/python3/dist-packages/netoops_collector/cli.py",
             "/usr/lib/python3/dist-packages/netoops_collector/symbolize.py",
+            "/usr/lib/python3/dist-packages/netoops_collector/web.py",
+            "/usr/lib/python3/dist-packages/netoops_collector/templates/groups.html",
+            "/usr/lib/python3/dist-packages/netoops_collector/templates/style.css",
             "/usr/lib/x86_64-linux-gnu/wireshark/plugins/netoops.lua"} <= files
     assert "python3" in field(p, "Depends")
+    recommends = set(re.findall(r"[\w.+-]+", field(p, "Recommends")))
+    assert {"python3-jinja2", "python3-waitress"} <= recommends      # for `web`
 
 
 @pytest.mark.parametrize("unit", ["netoops.service", "netoops-collector.service"])

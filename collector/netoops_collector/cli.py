@@ -296,6 +296,21 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--dry-run", action="store_true",
                        help="say what would be removed, remove nothing")
     prune.add_argument("--json", action="store_true", help="print JSON")
+    web = sub.add_parser(
+        "web", help="serve a read-only crash dashboard over HTTP",
+        description="A read-only dashboard of the database: crash groups with trends, "
+                    "each group's dumps and occurrences by kernel, each dump's report; "
+                    "every page has a JSON twin (the same path with .json).  No login: it "
+                    "listens on localhost unless told otherwise; share it through a "
+                    "reverse proxy with authentication.",
+        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    web.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                     help="where to serve (default %(default)s; port 0: any free one)")
+    web.add_argument("--threads", type=_positive(int), default=4,
+                     help="requests served at once (default %(default)s)")
+    web.add_argument("--netconsole", type=_limit(float), default=5.0, metavar="MINUTES",
+                     help="a dump page's netconsole context, as `show` has it "
+                          "(default %(default)g)")
     ap.set_defaults(serve_parser=serve)
     return ap
 
@@ -324,6 +339,31 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def _retention(args: argparse.Namespace) -> Retention:
     return Retention(max_age=args.keep_days * 86400 or None,
                      max_dumps=args.keep_dumps or None, max_bytes=args.keep_bytes or None)
+
+
+def _web(args: argparse.Namespace, db: Path) -> int:
+    try:
+        host, port = parse_listen(args.listen)
+    except ValueError as err:
+        print(f"netoops-collector: --listen: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    store.open_readonly(db).close()        # a clear error now, not on every page
+    try:
+        from . import web
+        app = web.App(db, args.netconsole)
+    except ImportError as err:
+        print(f"netoops-collector: web needs python3-jinja2 and python3-waitress ({err})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        web.serve(app, host or "0.0.0.0", port, args.threads,
+                  ready=lambda url: print(f"netoops-collector: dashboard of {db} on {url}",
+                                          file=sys.stderr, flush=True))
+    except OSError as err:
+        print(f"netoops-collector: cannot listen on {args.listen}: {err.strerror or err}",
+              file=sys.stderr)
+        return EXIT_LISTEN
+    return EXIT_OK
 
 
 def _prune(args: argparse.Namespace, db: Path) -> int:
@@ -501,6 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args, db)
         if args.command == "prune":
             return _prune(args, db)
+        if args.command == "web":
+            return _web(args, db)
         return _query(args, db)
     except store.StoreError as err:
         print(f"netoops-collector: {err}", file=sys.stderr)

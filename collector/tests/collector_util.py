@@ -153,3 +153,45 @@ class Serve:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+GUEST_FIXTURES = FIXTURES / "guest"
+HOSTILE_KERNEL = "6.1.0-<script>alert(1)</script>"
+
+
+def dashboard_db(db: os.PathLike[str] | str) -> dict[str, Any]:
+    """A database filled by `serve` from dumps captured from real guests
+    (fixtures/guest), sent from four loopback addresses with three kernel
+    versions (one of them hostile markup), plus one partial dump.  Returns
+    what was sent: {"dumps": n, "partial": (host, boot_id)}."""
+    import socket
+    import time
+    logs = sorted(GUEST_FIXTURES.glob("*.txt"))
+    kernels = ["6.1.0-28-amd64", "6.1.0-29-amd64", HOSTILE_KERNEL]
+    srv = Serve(db, "--quiet-timeout", "1")
+    sent = 0
+    try:
+        boot = 100
+        for h in range(1, 5):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.bind((f"127.0.0.{h}", 0))
+                for k, log in enumerate(logs):
+                    if (h + k) % 3 == 0:
+                        continue        # not every host hits every crash
+                    boot += 1
+                    kernel = kernels[(h + k) % len(kernels)]
+                    for p in packets(log.read_text(), boot_id=boot, kernel_version=kernel):
+                        s.sendto(p, ("127.0.0.1", srv.port))
+                    sent += 1
+                    time.sleep(0.01)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.5", 0))
+            pk = packets((GUEST_FIXTURES / "null_deref.txt").read_text(), boot_id=999,
+                         kernel_version=kernels[0])
+            for p in pk[:-2] if len(pk) > 2 else pk[:1]:
+                s.sendto(p, ("127.0.0.1", srv.port))
+            sent += 1
+        srv.wait_for(f"dump {sent} from", timeout=30)
+    finally:
+        assert srv.stop() == 0
+    return {"dumps": sent, "partial": ("127.0.0.5", 999)}
