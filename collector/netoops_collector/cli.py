@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import __version__, config, ncstore, proto, store, views
+from .db import ERRORS as DB_ERRORS
 from .alerts import AlertConfig
 from .query import Filter, QueryError, parse_time
 from .reassembly import Limits
@@ -101,7 +102,9 @@ def _symbols_option(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    db_help = ("the SQLite database (default: $NETOOPS_DB, else collector.sqlite3 in "
+    db_help = ("the SQLite database file, or a PostgreSQL URL (postgresql://USER@HOST/DB; "
+               "needs python3-psycopg) that several collectors may write into "
+               "(default: $NETOOPS_DB, else collector.sqlite3 in "
                "$STATE_DIRECTORY, as systemd sets it for the service, else in "
                "$XDG_DATA_HOME/netoops or ~/.local/share/netoops)")
     ap = argparse.ArgumentParser(
@@ -110,9 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "and show them as crash reports.",
         epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    ap.add_argument("--db", type=Path, help=db_help)
+    ap.add_argument("--db", type=store.parse_db, help=db_help)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", type=Path, default=argparse.SUPPRESS, help=db_help)
+    common.add_argument("--db", type=store.parse_db, default=argparse.SUPPRESS, help=db_help)
     query = argparse.ArgumentParser(add_help=False, parents=[common])
     query.add_argument("--json", action="store_true", help="print JSON")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -341,7 +344,7 @@ def _retention(args: argparse.Namespace) -> Retention:
                      max_dumps=args.keep_dumps or None, max_bytes=args.keep_bytes or None)
 
 
-def _web(args: argparse.Namespace, db: Path) -> int:
+def _web(args: argparse.Namespace, db: Path | str) -> int:
     try:
         host, port = parse_listen(args.listen)
     except ValueError as err:
@@ -357,7 +360,7 @@ def _web(args: argparse.Namespace, db: Path) -> int:
         return EXIT_USAGE
     try:
         web.serve(app, host or "0.0.0.0", port, args.threads,
-                  ready=lambda url: print(f"netoops-collector: dashboard of {db} on {url}",
+                  ready=lambda url: print(f"netoops-collector: dashboard of {store.display(db)} on {url}",
                                           file=sys.stderr, flush=True))
     except OSError as err:
         print(f"netoops-collector: cannot listen on {args.listen}: {err.strerror or err}",
@@ -366,8 +369,8 @@ def _web(args: argparse.Namespace, db: Path) -> int:
     return EXIT_OK
 
 
-def _prune(args: argparse.Namespace, db: Path) -> int:
-    if not db.exists():
+def _prune(args: argparse.Namespace, db: Path | str) -> int:
+    if isinstance(db, Path) and not db.exists():
         raise store.StoreError(f"{db}: no such database")
     st = store.Store(db)
     try:
@@ -387,7 +390,7 @@ def _prune(args: argparse.Namespace, db: Path) -> int:
     return EXIT_OK
 
 
-def _serve(args: argparse.Namespace, db: Path) -> int:
+def _serve(args: argparse.Namespace, db: Path | str) -> int:
     if args.symbols is not None:
         Symbols(args.symbols)       # SymbolError (exit 2) before anything is opened
     limits = Limits(quiet_timeout=args.quiet_timeout, max_packet_count=args.max_packet_count,
@@ -486,7 +489,7 @@ def _follow(conn: sqlite3.Connection, args: argparse.Namespace) -> None:
         signal.signal(signal.SIGTERM, old)
 
 
-def _query(args: argparse.Namespace, db: Path) -> int:
+def _query(args: argparse.Namespace, db: Path | str) -> int:
     syms = _symbols(args)
     conn = store.open_readonly(db)
     try:
@@ -501,7 +504,7 @@ def _query(args: argparse.Namespace, db: Path) -> int:
         elif args.command == "show":
             dump = store.get_dump(conn, args.id)
             if dump is None:
-                print(f"netoops-collector: no dump with id {args.id} in {db}", file=sys.stderr)
+                print(f"netoops-collector: no dump with id {args.id} in {store.display(db)}", file=sys.stderr)
                 return EXIT_NOT_FOUND
             if syms is not None:
                 dump = annotate(dump, syms)
@@ -514,7 +517,7 @@ def _query(args: argparse.Namespace, db: Path) -> int:
         elif args.command == "tail":
             got = ncstore.tail(conn, args.host, args.lines)
             if got is None:
-                print(f"netoops-collector: no netconsole lines from {args.host} in {db}",
+                print(f"netoops-collector: no netconsole lines from {args.host} in {store.display(db)}",
                       file=sys.stderr)
                 return EXIT_NOT_FOUND
             sys.stdout.write(views.tail_json(got) if args.json else views.tail_text(got))
@@ -550,8 +553,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (QueryError, SymbolError) as err:
         print(f"netoops-collector: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except sqlite3.DatabaseError as err:
-        print(f"netoops-collector: {db}: database error: {err}", file=sys.stderr)
+    except DB_ERRORS as err:
+        print(f"netoops-collector: {store.display(db)}: database error: {err}",
+              file=sys.stderr)
         return EXIT_DB
     except BrokenPipeError:
         return EXIT_OK

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from . import ncstore, plots, store, views
+from . import db, ncstore, plots, store, views
 from .query import Filter, QueryError
 from .retention import history
 
@@ -41,7 +41,7 @@ def _buckets(conn: sqlite3.Connection, key: str, where: str, params: list[Any],
     """Dumps per bucket of ``axis``, by the column ``key``."""
     out: dict[str, list[int]] = {}
     for k, b, n in conn.execute(
-            f"SELECT {key}, {axis.bucket_sql()} AS b, COUNT(*) FROM dumps WHERE {where} "
+            f"SELECT {key}, {axis.bucket_sql(db.dialect(conn))} AS b, COUNT(*) FROM dumps WHERE {where} "
             "GROUP BY 1, 2", [axis.start, axis.width] + params):
         out.setdefault(k, [0] * axis.buckets)[b] += n
     return out

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from . import ncstore, rx
+from . import db, ncstore, rx
 from .netconsole import Line, Streams
 
 FLUSH_INTERVAL = 0.2
@@ -216,7 +216,7 @@ class NetconsoleReceiver:
                 self.log(f"netconsole: a batch of {len(lines)} line(s) could not be "
                          f"written ({type(err).__name__}: {err}); dropped")
                 continue
-            except sqlite3.Error as err:
+            except db.ERRORS as err:
                 with self._mu:
                     self.stats["netconsole_store_errors"] += 1
                 if not self._failing:

@@ -15,6 +15,7 @@ import sqlite3
 import time
 from typing import Any, Iterable, Sequence
 
+from . import db
 from .netconsole import Line, Stream, printk_time, unescape
 
 STREAMS_TABLE = """CREATE TABLE nc_streams (
@@ -61,23 +62,31 @@ _INSERT_ROWS = (f"INSERT INTO nc_lines ({', '.join(_LINE_COLS[1:])}) VALUES "
                 f"({', '.join('?' * (len(_LINE_COLS) - 1))})")
 
 
+# PostgreSQL: each collector that starts takes a block of 2^32 stream ids
+# (several collectors write one database, each numbering its own streams).
+PG_STREAM_BLOCKS = "CREATE SEQUENCE nc_stream_blocks"
+
+
 def create(conn: sqlite3.Connection | sqlite3.Cursor) -> None:
-    """Create what is missing (inside the caller's transaction, if any)."""
+    """Create what is missing (inside the caller's transaction, if any);
+    PostgreSQL has them from the start (store._create_pg)."""
+    if db.dialect(conn) == "postgresql":
+        return
     for name, sql in TABLES:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() \
-                is None:
+        if not db.has_table(conn, name):
             conn.execute(sql)
     for sql in INDEXES:
         conn.execute(sql)
 
 
 def has_tables(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN "
-                        "('nc_streams', 'nc_lines')").fetchone()[0] == 2
+    return all(db.has_table(conn, name) for name, _ in TABLES)
 
 
 # -- the writer ---------------------------------------------------------------
 def next_stream_id(conn: sqlite3.Connection) -> int:
+    if db.dialect(conn) == "postgresql":
+        return int(conn.execute("SELECT nextval('nc_stream_blocks')").fetchone()[0]) << 32
     return int(conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM nc_streams").fetchone()[0])
 
 
@@ -118,14 +127,14 @@ def write(conn: sqlite3.Connection, lines: Sequence[Line],
         # is one): SQLite inserts them without coming back to Python, which
         # executemany() does for every row, waiting for the interpreter
         # lock each time while the receiving thread is busy.
-        if _JSON_ROWS:
+        if _JSON_ROWS and db.dialect(cur) == "sqlite":
             cur.execute(_INSERT_LINES, (json.dumps(lines, separators=(",", ":")),))
         else:
             cur.executemany(_INSERT_ROWS, lines)
         for name, value in (stats or {}).items():
             if value:
                 cur.execute("INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT (name)"
-                            " DO UPDATE SET value = value + excluded.value", (name, value))
+                            " DO UPDATE SET value = stats.value + excluded.value", (name, value))
         cur.execute("COMMIT")
     except BaseException:
         cur.execute("ROLLBACK")

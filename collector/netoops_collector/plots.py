@@ -36,9 +36,12 @@ class Axis:
     def index(self, t: float) -> int:
         return min(self.buckets - 1, max(0, int((t - self.start) / self.width)))
 
-    def bucket_sql(self) -> str:
+    def bucket_sql(self, dialect: str = "sqlite") -> str:
         """The bucket of ``received`` as an SQL expression (parameters: start, width)."""
-        return (f"MIN({self.buckets - 1}, MAX(0, CAST((received - ?) / ? AS INTEGER)))")
+        if dialect == "postgresql":     # its CAST rounds; LEAST/GREATEST, not MIN/MAX
+            return (f"LEAST({self.buckets - 1}, GREATEST(0, "
+                    "FLOOR((received - ?) / ?)::BIGINT))")
+        return f"MIN({self.buckets - 1}, MAX(0, CAST((received - ?) / ? AS INTEGER)))"
 
 
 def span(seconds: float) -> str:

@@ -78,7 +78,7 @@ class Filter:
         if self.complete is not None:
             conds.append("complete = ?")
             params.append(1 if self.complete else 0)
-        return (" AND ".join(conds) or "1"), params
+        return (" AND ".join(conds) or "TRUE"), params
 
 
 def resolve_signature(conn: sqlite3.Connection, prefix: str) -> str:

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from . import db
+
 # What pruning removed, per signature.
 GROUP_HISTORY_TABLE = """CREATE TABLE group_history (
     signature  TEXT PRIMARY KEY,
@@ -28,6 +30,10 @@ GROUP_HISTORY_TABLE = """CREATE TABLE group_history (
     hosts      TEXT NOT NULL,     -- JSON list of source addresses
     kernels    TEXT NOT NULL      -- JSON list of kernel releases
 )"""
+
+
+_HISTORY_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in (
+    "dumps", "boots", "first_seen", "last_seen", "title", "hosts", "kernels"))
 
 
 @dataclass(frozen=True)
@@ -111,8 +117,7 @@ def _merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
 
 def history(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     """group_history by signature (empty when the table is not there)."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'group_history'"
-                    ).fetchone() is None:
+    if not db.has_table(conn, "group_history"):
         return {}
     out = {}
     for row in conn.execute("SELECT signature, dumps, boots, first_seen, last_seen, title,"
@@ -154,13 +159,14 @@ def prune(conn: sqlite3.Connection, policy: Retention, now: float | None = None,
                            "SELECT DISTINCT kernel_version FROM dumps WHERE signature = ?"
                            " AND id IN (SELECT id FROM prune_ids) ORDER BY 1", (sig,))]}
                 g = _merge(old.get(sig), new)
-                cur.execute("INSERT OR REPLACE INTO group_history VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                cur.execute("INSERT INTO group_history VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                            "ON CONFLICT (signature) DO UPDATE SET " + _HISTORY_UPDATE,
                             (sig, g["dumps"], g["boots"], g["first_seen"], g["last_seen"],
                              g["title"], json.dumps(g["hosts"]), json.dumps(g["kernels"])))
             cur.execute("DELETE FROM dumps WHERE id IN (SELECT id FROM prune_ids)")
             cur.execute("DELETE FROM prune_ids")
             cur.execute("INSERT INTO stats VALUES ('dumps_pruned', ?) ON CONFLICT (name)"
-                        " DO UPDATE SET value = value + excluded.value", (len(doomed),))
+                        " DO UPDATE SET value = stats.value + excluded.value", (len(doomed),))
         cur.execute("ROLLBACK" if dry_run else "COMMIT")
     except BaseException:
         cur.execute("ROLLBACK")

@@ -48,7 +48,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
-from . import ncstore, proto, rx, views
+from . import db, ncstore, proto, rx, views
 from .ncserve import NetconsoleReceiver
 from .netconsole import DEFAULT_PORT as NETCONSOLE_PORT
 from .rx import source_of as _source
@@ -58,7 +58,8 @@ from .metrics import MetricsServer, render, write_textfile
 from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
 from .report import Report, analyse
 from .retention import Retention, prune
-from .store import Store, get_dump, known_signatures, open_readonly
+from .store import Store, StoreError, display, get_dump, known_signatures, local_base, \
+    open_readonly
 
 DEFAULT_RCVBUF = 32 << 20
 # What the kernel charges a 1412-byte datagram in a receive buffer (skb
@@ -291,8 +292,13 @@ class Server:
                              self.log)
         self._reader: sqlite3.Connection | None = None    # for alerts' reports
         self._metrics: MetricsServer | None = None
-        self.spool = spool_path(cfg.db)
-        self.journal = Journal(cfg.db)
+        base = local_base(cfg.db)
+        try:
+            base.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"{base.parent}: cannot create: {err.strerror}") from err
+        self.spool = spool_path(base)
+        self.journal = Journal(base)
         self._journal_failing = False
         self._durable = 0
         # Held by the main thread while it feeds the reassembler (whose stats
@@ -522,7 +528,7 @@ class Server:
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         old_fd = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         lim = self.cfg.limits
-        self.log(f"database {self.cfg.db}; quiet timeout {lim.quiet_timeout:g}s; memory "
+        self.log(f"database {display(self.cfg.db)}; quiet timeout {lim.quiet_timeout:g}s; memory "
                  f"bound {lim.bound >> 20} MiB for dumps in flight and remembered; journal "
                  f"{self.journal.path(0).with_suffix('').name}.N, synced once per round "
                  f"before analysis; keeping {self.cfg.retention.describe()}")
@@ -666,7 +672,7 @@ class Server:
         for d, seq in latest.values():
             try:
                 row = self.store.stored_as(d)
-            except sqlite3.Error as err:    # stored twice rather than lost
+            except db.ERRORS as err:    # stored twice rather than lost
                 self.log(f"journal: cannot check the database ({err}); storing it again")
                 row = None
             if row is not None and (row[1] == d.finalised or row[2] >= d.packets_received):
@@ -733,7 +739,7 @@ class Server:
         policy = self.cfg.retention
         try:
             done = prune(self.store.conn, policy)
-        except sqlite3.Error as err:
+        except db.ERRORS as err:
             self.log(f"retention: database error: {err}; trying again later")
             return
         if self.netconsole is not None:
@@ -741,7 +747,7 @@ class Server:
                 lines = ncstore.prune(self.store.conn, self.cfg.netconsole_days and
                                       self.cfg.netconsole_days * 86400,
                                       self.cfg.netconsole_lines)
-            except sqlite3.Error as err:
+            except db.ERRORS as err:
                 self.log(f"retention: netconsole lines: database error: {err}")
             else:
                 if lines:
@@ -987,7 +993,7 @@ class Server:
         try:
             return self.store.save([(d, r, self._rows.get(d.uid)) for d, r in batch],
                                    delta, per_source, self.gauges)
-        except sqlite3.Error as err:
+        except db.ERRORS as err:
             self._failed(err, len(batch), quiet)
             return None
         except Exception as err:    # a bug with one dump must not lose the others
@@ -997,7 +1003,7 @@ class Server:
             return None
         try:
             self.store.save([], delta, per_source, self.gauges)
-        except sqlite3.Error as err:
+        except db.ERRORS as err:
             self._failed(err, len(self._pending), quiet)
             return None
         return ids
@@ -1014,7 +1020,7 @@ class Server:
         for d, r in batch:
             try:
                 [n] = self.store.save([(d, r, self._rows.get(d.uid))])
-            except sqlite3.Error as err:
+            except db.ERRORS as err:
                 self._failed(err, len(self._pending), False)
                 if bad:
                     self._spill(bad, "storing them failed")

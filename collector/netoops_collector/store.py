@@ -16,19 +16,22 @@ transaction when it opens it; the read-only side refuses one and says so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import proto
+from . import db, ncstore, proto
 from .query import Filter
 from .reassembly import Dump, format_ranges, parse_ranges
 from .retention import GROUP_HISTORY_TABLE, history
 from .report import Report, kind_of
 
 SCHEMA_VERSION = 2
+# pg_advisory_xact_lock() key of the schema's creation (any constant will do)
+_PG_SCHEMA_LOCK = 0x6e65746f6f7073
 
 _REG_COLUMNS = ",\n".join(f"    {r:<16} TEXT NOT NULL" for r in proto.REG_NAMES)
 
@@ -92,6 +95,10 @@ def _modules_table(name: str) -> str:
 )"""
 
 
+# SQLite keeps the modules in their rowid order; PostgreSQL in this column.
+_PG_MODULES_SEQ = "ALTER TABLE dump_modules ADD COLUMN seq BIGINT GENERATED ALWAYS AS IDENTITY"
+
+
 _META_TABLE = """CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -143,6 +150,8 @@ _DUMP_COLUMNS: tuple[str, ...] = (
 )
 _INSERT_DUMP = (f"INSERT INTO dumps (id, {', '.join(_DUMP_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * (len(_DUMP_COLUMNS) + 1))})")
+_INSERT_NEW = (f"INSERT INTO dumps ({', '.join(_DUMP_COLUMNS)}) "
+               f"VALUES ({', '.join('?' * len(_DUMP_COLUMNS))}) RETURNING id")
 # The keys of get_dump(), in the order `show --json` has always printed them.
 _SHOW_KEYS: tuple[str, ...] = tuple(
     k for k in ("id", *_DUMP_COLUMNS[:_DUMP_COLUMNS.index("title")], "log",
@@ -155,12 +164,14 @@ class StoreError(Exception):
     """A database that is missing, unreadable or not a collector database."""
 
 
-def default_db_path() -> Path:
-    """$NETOOPS_DB, else collector.sqlite3 in $STATE_DIRECTORY (a systemd
-    unit's StateDirectory=, /var/lib/netoops for netoops-collector.service),
-    else under $XDG_DATA_HOME/netoops or ~/.local/share/netoops."""
-    if os.environ.get("NETOOPS_DB"):
-        return Path(os.environ["NETOOPS_DB"])
+def default_db_path(sqlite_only: bool = False) -> Any:
+    """$NETOOPS_DB (a file or a postgresql:// URL), else collector.sqlite3
+    in $STATE_DIRECTORY (a systemd unit's StateDirectory=, /var/lib/netoops
+    for netoops-collector.service), else under $XDG_DATA_HOME/netoops or
+    ~/.local/share/netoops."""
+    env = os.environ.get("NETOOPS_DB")
+    if env and not (sqlite_only and db.is_url(env)):
+        return parse_db(env)
     state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
     if state:
         return Path(state) / "collector.sqlite3"
@@ -169,21 +180,45 @@ def default_db_path() -> Path:
     return Path(base) / "netoops" / "collector.sqlite3"
 
 
+def parse_db(text: str) -> Path | str:
+    """``--db``: a PostgreSQL URL as it is, anything else a SQLite file."""
+    return text if db.is_url(text) else Path(text)
+
+
+def display(where: Path | str) -> str:
+    """The database, to print (a URL without its password)."""
+    return db.redact(where) if db.is_url(where) else str(where)
+
+
+def local_base(where: Path | str) -> Path:
+    """Where ``serve`` keeps its own files (journal, spool): beside a SQLite
+    file, or for PostgreSQL in the default directory, named after the
+    database (with no password in the name)."""
+    if not db.is_url(where):
+        return Path(where)
+    digest = hashlib.sha256(db.redact(str(where)).encode()).hexdigest()[:12]
+    return default_db_path(sqlite_only=True).with_name(f"postgresql-{digest}")
+
+
 # -- schema version -------------------------------------------------------------
-def _schema_version(conn: sqlite3.Connection, where: Path) -> int | None:
+def _schema_version(conn: db.Connection, where: Path | str) -> int | None:
     """The schema version; None for an empty database (no tables at all).
 
     :class:`StoreError` if the file is not a collector database.
     """
+    if db.dialect(conn) == "postgresql":
+        sql = ("SELECT table_name FROM information_schema.tables "
+               "WHERE table_schema = current_schema()")
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
     try:
-        tables = {name for (name,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {name for (name,) in conn.execute(sql)}
         if not tables:
             return None
         if "meta" not in tables:
             raise StoreError(f"{where}: not a netoops collector database (no meta table)")
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    except sqlite3.DatabaseError as err:
+    except db.ERRORS as err:
         raise StoreError(f"{where}: not a netoops collector database ({err})") from err
     if row is None:
         raise StoreError(f"{where}: not a netoops collector database (no schema version)")
@@ -194,16 +229,28 @@ def _schema_version(conn: sqlite3.Connection, where: Path) -> int | None:
                          f"(schema version {row[0]!r})") from None
 
 
-def _too_new(where: Path, version: int) -> StoreError:
+def _too_new(where: Path | str, version: int) -> StoreError:
     return StoreError(f"{where}: schema version {version} is newer than this collector's "
                       f"({SCHEMA_VERSION}); use a newer netoops-collector")
 
 
+_TABLES = (_META_TABLE, _STATS_TABLE, _SOURCE_STATS_TABLE, _GAUGES_TABLE, GROUP_HISTORY_TABLE,
+           _dumps_table("dumps"), _LOGS_TABLE, _frames_table("dump_frames"),
+           _modules_table("dump_modules"))
+
+
 def _create(cur: sqlite3.Cursor) -> None:
-    for sql in (_META_TABLE, _STATS_TABLE, _SOURCE_STATS_TABLE, _GAUGES_TABLE,
-                GROUP_HISTORY_TABLE, _dumps_table("dumps"),
-                _LOGS_TABLE,
-                _frames_table("dump_frames"), _modules_table("dump_modules"), *_INDEXES):
+    for sql in (*_TABLES, *_INDEXES):
+        cur.execute(sql)
+    cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+
+def _create_pg(cur: db.PgCursor) -> None:
+    """The same schema in PostgreSQL, netconsole's tables with it."""
+    for sql in (*_TABLES, *(sql for _, sql in ncstore.TABLES)):
+        cur.execute(db.pg_ddl(sql))
+    cur.execute(_PG_MODULES_SEQ)
+    for sql in (*_INDEXES, *ncstore.INDEXES, ncstore.PG_STREAM_BLOCKS):
         cur.execute(sql)
     cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
@@ -355,6 +402,46 @@ def _row(dump: Dump, rep: Report) -> list[Any]:
     return [values[c] for c in _DUMP_COLUMNS]
 
 
+def _connect_pg(url: str, readonly: bool = False) -> db.PgConnection:
+    """A PostgreSQL database, its schema created if it has none (one
+    collector creates it; the others wait for it on a lock)."""
+    name = db.redact(url)
+    try:
+        conn = db.PgConnection(url, readonly)
+    except ImportError as err:
+        raise StoreError(f"{name}: {err}") from None
+    except db.ERRORS as err:
+        raise StoreError(f"{name}: cannot connect: {str(err).strip()}") from err
+    try:
+        version = _schema_version(conn, name)
+        if version is None and not readonly:
+            cur = conn.cursor()
+            cur.execute("BEGIN")
+            try:
+                cur.execute("SELECT pg_advisory_xact_lock(?)", (_PG_SCHEMA_LOCK,))
+                version = _schema_version(conn, name)       # again, under the lock
+                if version is None:
+                    _create_pg(cur)
+                    version = SCHEMA_VERSION
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+        if version is None:
+            raise StoreError(f"{name}: not a netoops collector database (no tables; "
+                             "`netoops-collector serve` creates them)")
+        if version != SCHEMA_VERSION:
+            raise _too_new(name, version) if version > SCHEMA_VERSION else \
+                StoreError(f"{name}: unknown schema version {version}")
+    except StoreError:
+        conn.close()
+        raise
+    except db.ERRORS as err:
+        conn.close()
+        raise StoreError(f"{name}: cannot use as a collector database: {err}") from err
+    return conn
+
+
 class Store:
     """The writer's connection (used by ``serve`` only).
 
@@ -365,16 +452,21 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str], busy_timeout: float = 1.0) -> None:
-        self.path = Path(path)
         self.upgraded_from: int | None = None     # the version migrated, if any
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise StoreError(f"{self.path.parent}: cannot create: {err.strerror}") from err
-        self.conn = self.connect(busy_timeout)
+        self.url = str(path) if db.is_url(path) else None
+        self.path = Path(path) if self.url is None else Path()
+        self.name = db.redact(self.url) if self.url else str(self.path)
+        if self.url is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(f"{self.path.parent}: cannot create: {err.strerror}") from err
+        self.conn: Any = self.connect(busy_timeout)
 
-    def connect(self, busy_timeout: float = 1.0) -> sqlite3.Connection:
+    def connect(self, busy_timeout: float = 1.0) -> Any:
         """Open, check and if need be create or upgrade the database."""
+        if self.url is not None:
+            return _connect_pg(self.url)
         try:
             # One thread at a time: serve opens it, its storing thread uses it.
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=busy_timeout,
@@ -436,6 +528,10 @@ class Store:
         finally:
             conn.execute("PRAGMA legacy_alter_table=OFF")
 
+    @property
+    def dialect(self) -> str:
+        return db.dialect(self.conn)
+
     def save(self, items: Sequence[tuple[Dump, Report, int | None]],
              stats: dict[str, int] | None = None,
              source_stats: dict[tuple[str, str], int] | None = None,
@@ -459,10 +555,11 @@ class Store:
             if source_stats:
                 cur.executemany(
                     "INSERT INTO source_stats VALUES (?, ?, ?) ON CONFLICT (source, name) "
-                    "DO UPDATE SET value = value + excluded.value",
+                    "DO UPDATE SET value = source_stats.value + excluded.value",
                     [(src, name, v) for (src, name), v in source_stats.items() if v])
             if gauges:
-                cur.executemany("INSERT OR REPLACE INTO gauges VALUES (?, ?)",
+                cur.executemany("INSERT INTO gauges VALUES (?, ?) ON CONFLICT (name) "
+                                "DO UPDATE SET value = excluded.value",
                                 list(gauges.items()))
             cur.execute("COMMIT")
         except BaseException:
@@ -471,17 +568,39 @@ class Store:
         return ids
 
     @staticmethod
-    def _put(cur: sqlite3.Cursor, dump: Dump, rep: Report, dump_no: int | None) -> int:
+    def _stored_elsewhere(cur: db.PgCursor, dump: Dump) -> tuple[int, int] | None:
+        """PostgreSQL: (id, packets_received) of this dump as another collector
+        stored it (the same source, boot and dump id, type and size), or None.
+        Holds a lock on that identity until the transaction ends, so that two
+        collectors storing one dump at once store it once."""
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+                    (f"{dump.source} {dump.boot_id} {dump.dump_id}",))
+        row = cur.execute(
+            "SELECT id, packets_received FROM dumps WHERE source = ? AND boot_id = ? AND "
+            "dump_id = ? AND type = ? AND packet_count = ? ORDER BY id LIMIT 1",
+            (dump.source, dump.boot_id, dump.dump_id, dump.type, dump.packet_count)).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    @classmethod
+    def _put(cls, cur: Any, dump: Dump, rep: Report, dump_no: int | None) -> int:
+        if dump_no is None and db.dialect(cur) == "postgresql":
+            other = cls._stored_elsewhere(cur, dump)
+            if other is not None:
+                if other[1] >= dump.packets_received:
+                    return other[0]         # as complete as this one, or more
+                dump_no = other[0]          # this copy has more: it takes the row
         if dump_no is not None:     # the log, frames and modules go with it
             cur.execute("DELETE FROM dumps WHERE id = ?", (dump_no,))
-        cur.execute(_INSERT_DUMP, [dump_no, *_row(dump, rep)])
-        new = cur.lastrowid
-        assert new is not None and (dump_no is None or new == dump_no)
+        if dump_no is None:
+            (new,) = cur.execute(_INSERT_NEW, _row(dump, rep)).fetchone()
+        else:
+            cur.execute(_INSERT_DUMP, [dump_no, *_row(dump, rep)])
+            new = dump_no
         cur.execute("INSERT INTO logs VALUES (?, ?)", (new, dump.log))
         cur.executemany(
             "INSERT INTO dump_frames VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [_frame_row(new, i, f.as_dict()) for i, f in enumerate(rep.frames)])
-        cur.executemany("INSERT OR IGNORE INTO dump_modules VALUES (?, ?, ?)",
+        cur.executemany("INSERT OR IGNORE INTO dump_modules (dump, name, flags) VALUES (?, ?, ?)",
                         [(new, name, flags) for name, flags in rep.modules])
         return new
 
@@ -489,7 +608,7 @@ class Store:
     def _add_stats(cur: sqlite3.Cursor, stats: dict[str, int]) -> None:
         cur.executemany(
             "INSERT INTO stats VALUES (?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+            "ON CONFLICT (name) DO UPDATE SET value = stats.value + excluded.value",
             [(k, v) for k, v in stats.items() if v])
 
     def stored_as(self, dump: Dump) -> tuple[int, float, int] | None:
@@ -506,13 +625,15 @@ class Store:
 
 
 # -- read side ----------------------------------------------------------------
-def open_readonly(path: str | os.PathLike[str], shared: bool = False) -> sqlite3.Connection:
+def open_readonly(path: str | os.PathLike[str], shared: bool = False) -> Any:
     """Open an existing collector database read-only; :class:`StoreError` if not.
 
     A version-1 database is refused: ``serve`` upgrades it when it starts.
     ``shared``: usable by a thread other than the one that opened it (one
     at a time).
     """
+    if db.is_url(path):
+        return _connect_pg(str(path), readonly=True)
     p = Path(path)
     if not p.exists():
         raise StoreError(f"{p}: no such database (has `netoops-collector serve` run? "
@@ -582,7 +703,7 @@ def list_dumps(conn: sqlite3.Connection, limit: int | None = None,
            " kernel_version, title, signature, complete, packet_count,"
            f" packets_received FROM dumps WHERE {where} ORDER BY id")
     if limit:
-        sql = f"SELECT * FROM ({sql} DESC LIMIT {int(limit)}) ORDER BY id"
+        sql = f"SELECT * FROM ({sql} DESC LIMIT {int(limit)}) AS newest ORDER BY id"
     return [_decode(r) for r in conn.execute(sql, params)]
 
 
@@ -681,9 +802,8 @@ def stats(conn: sqlite3.Connection) -> dict[str, Any]:
             "gauges": _gauges(conn)}
 
 
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() \
-        is not None
+def _has_table(conn: db.Connection, name: str) -> bool:
+    return db.has_table(conn, name)
 
 
 def _gauges(conn: sqlite3.Connection) -> dict[str, float]:

@@ -100,7 +100,12 @@ class Serve:
             cmd += ["--listen", spec]
         # never the default, every address's port 6666, on the host
         cmd += ["--netconsole-listen", netconsole]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=cli_env())
+        env = cli_env()
+        self.state = ""
+        if str(db).startswith("postgresql://"):     # its journal: not in $HOME
+            import tempfile
+            env["STATE_DIRECTORY"] = self.state = tempfile.mkdtemp(prefix="netoops-state-")
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
         self._q: "queue.Queue[str | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._pump, daemon=True)
@@ -147,12 +152,19 @@ class Serve:
             line = self._q.get()
             if line is not None:
                 self.lines.append(line)
+        self._clean()
         return rc
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._clean()
+
+    def _clean(self) -> None:
+        import shutil
+        if self.state:
+            shutil.rmtree(self.state, ignore_errors=True)
 
 
 GUEST_FIXTURES = FIXTURES / "guest"

@@ -15,13 +15,22 @@ from pathlib import Path
 import pytest
 
 from collector_util import FIXTURES, PYTHON, cli, cli_env
+from conftest import BACKENDS
 from netoops_collector import store
 from test_store import make_dump, report
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cli") / "c.sqlite3"
+def new_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+           name: str) -> Path | str:
+    """An empty database on the back end of ``request.param``."""
+    if request.param == "postgresql":
+        return request.getfixturevalue("pg").database()
+    return tmp_path_factory.mktemp(name) / "c.sqlite3"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path | str:
+    path = new_db(request, tmp_path_factory, "cli")
     st = store.Store(path)
     dumps = [make_dump("null_deref.txt", src="192.0.2.2"),
              make_dump("null_deref_panic.txt", src="2001:db8::3"),
@@ -162,7 +171,9 @@ def test_unreadable_or_foreign_database(tmp_path: Path):
     assert res.returncode == 3 and "not a database file" in res.stderr
 
 
-def test_permission_denied(db: Path):
+def test_permission_denied(db: Path | str):
+    if not isinstance(db, Path):
+        pytest.skip("file permissions: SQLite only")
     # Root reads any file, so as root the CLI runs as nobody (setpriv).
     top = Path(tempfile.mkdtemp(prefix="netoops-perm-"))
     try:
@@ -189,9 +200,10 @@ LOG_TAIL = "\x1b[2J\r\tTAB\x7fDEL\x85NEL\n"
 RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")      # any control but a newline
 
 
-@pytest.fixture(scope="module")
-def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("hostile") / "c.sqlite3"
+@pytest.fixture(scope="module", params=BACKENDS)
+def hostile_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+               ) -> Path | str:
+    path = new_db(request, tmp_path_factory, "hostile")
     st = store.Store(path)
     dumps = [make_dump("null_deref.txt", src="192.0.2.66\x1b[0m", kernel_version=KERNEL,
                        user_blob=BLOB, boot_id=n,

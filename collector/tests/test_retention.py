@@ -46,6 +46,12 @@ def db(tmp_path: Path) -> Path:
     return make_db(tmp_path / "r.sqlite3")
 
 
+@pytest.fixture
+def any_db(where: Path | str) -> Path | str:
+    """The same, on each back end."""
+    return make_db(where)
+
+
 def writer(path: Path) -> store.Store:
     return store.Store(path)
 
@@ -133,7 +139,8 @@ def test_dry_run_changes_nothing(db: Path):
     assert all(g["pruned"] == 0 for g in groups(db).values())
 
 
-def test_prune_command(db: Path, tmp_path: Path):
+def test_prune_command(any_db: Path | str):
+    db = any_db
     res = cli("--db", db, "prune", "--keep-dumps", "2", "--keep-days", "0", "--dry-run",
               "--json")
     assert res.returncode == 0, res.stderr

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import pytest
 
 from collector_util import fixture
+from netoops_collector.db import ERRORS
 from netoops_collector import gen, proto, store
 from netoops_collector.reassembly import Dump
 from netoops_collector.report import Report, analyse
@@ -71,8 +72,8 @@ def save(st: store.Store, *dumps: Dump, stats: dict[str, int] | None = None) -> 
     return st.save([(d, report(d), None) for d in dumps], stats)
 
 
-def test_stored_fields(tmp_path: Path):
-    db = tmp_path / "c.sqlite3"
+def test_stored_fields(where: Path | str):
+    db = where
     st = store.Store(db)
     [n] = save(st, make_dump("null_deref_panic.txt"))
     st.close()
@@ -96,22 +97,39 @@ def test_stored_fields(tmp_path: Path):
     assert d["frames"] == [f.as_dict() for f in rep.frames]
     assert any(f["address"] for f in d["frames"])          # a frame without a symbol
     # derived data is indexed and queryable
-    plans = " ".join(r[3] for r in conn.execute(
-        "EXPLAIN QUERY PLAN SELECT id FROM dumps WHERE signature = ?", (d["signature"],)))
-    assert "dumps_signature" in plans
+    if store.db.dialect(conn) == "sqlite":
+        plans = " ".join(r[3] for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM dumps WHERE signature = ?", (d["signature"],)))
+        assert "dumps_signature" in plans
     assert conn.execute("SELECT COUNT(*) FROM dump_frames WHERE func = 'call_timer_fn'"
                         ).fetchone()[0] == 0
     assert conn.execute("SELECT dump FROM dump_modules WHERE name = 'virtio_net'"
                         ).fetchone()[0] == n
 
 
-def test_the_schema_keeps_logs_and_frames_once(tmp_path: Path):
-    store.Store(tmp_path / "c.sqlite3").close()
-    conn = store.open_readonly(tmp_path / "c.sqlite3")
-    cols = {r[1] for r in conn.execute("PRAGMA table_info(dumps)")}
+def columns(conn: Any, table: str) -> list[str]:
+    """``table``'s columns, in order, on either back end."""
+    if store.db.dialect(conn) == "sqlite":
+        return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+    return [r[0] for r in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "ORDER BY ordinal_position", (table,))]
+
+
+def test_the_schema_keeps_logs_and_frames_once(where: Path | str):
+    store.Store(where).close()
+    conn = store.open_readonly(where)
+    fks = []
+    cols = set(columns(conn, "dumps"))
     assert not cols & {"log", "frames"} and {"missing", "signature"} <= cols
-    assert [r[1] for r in conn.execute("PRAGMA table_info(logs)")] == ["dump", "text"]
-    for child in ("logs", "dump_frames", "dump_modules"):
+    assert columns(conn, "logs") == ["dump", "text"]
+    if store.db.dialect(conn) == "postgresql":
+        fks = conn.execute(
+            "SELECT conrelid::regclass::text, confrelid::regclass::text, confdeltype "
+            "FROM pg_constraint WHERE contype = 'f' ORDER BY 1").fetchall()
+        assert fks == [("dump_frames", "dumps", "c"), ("dump_modules", "dumps", "c"),
+                       ("logs", "dumps", "c"), ("nc_lines", "nc_streams", "c")]
+    for child in ("logs", "dump_frames", "dump_modules") if not fks else ():
         [fk] = conn.execute(f"PRAGMA foreign_key_list({child})").fetchall()
         assert (fk["table"], fk["from"], fk["to"], fk["on_delete"]) == \
             ("dumps", "dump", "id", "CASCADE")
@@ -119,10 +137,10 @@ def test_the_schema_keeps_logs_and_frames_once(tmp_path: Path):
                         ).fetchone()[0] == "2"
 
 
-def test_partial_and_soft_dumps(tmp_path: Path):
-    st = store.Store(tmp_path / "c.sqlite3")
+def test_partial_and_soft_dumps(where: Path | str):
+    st = store.Store(where)
     a, b = save(st, make_dump("gpf.txt", lose=(1, 2)), make_dump("soft_dump.txt", soft=True))
-    conn = store.open_readonly(tmp_path / "c.sqlite3")
+    conn = store.open_readonly(where)
     da, db_ = store.get_dump(conn, a), store.get_dump(conn, b)
     assert da and db_
     assert (da["complete"], da["missing"], da["finalised_by"]) == (False, [[1, 2]], "shutdown")
@@ -132,10 +150,10 @@ def test_partial_and_soft_dumps(tmp_path: Path):
     assert (db_["kind"], db_["title"]) == ("soft", "soft dump")
 
 
-def test_missing_ranges_round_trip(tmp_path: Path):
-    st = store.Store(tmp_path / "c.sqlite3")
+def test_missing_ranges_round_trip(where: Path | str):
+    st = store.Store(where)
     [n] = save(st, make_dump("soft_lockup.txt", lose=(0, 2, 3, 5)))
-    d = store.get_dump(store.open_readonly(tmp_path / "c.sqlite3"), n)
+    d = store.get_dump(store.open_readonly(where), n)
     assert d and d["missing"] == [[0, 0], [2, 3], [5, 5]]
 
 
@@ -155,21 +173,21 @@ def test_restart_keeps_every_finalised_dump_and_accumulates_stats(tmp_path: Path
                                              "rejected_version": 1}
 
 
-def test_a_failing_batch_stores_nothing(tmp_path: Path):
-    st = store.Store(tmp_path / "c.sqlite3")
+def test_a_failing_batch_stores_nothing(where: Path | str):
+    st = store.Store(where)
     good = make_dump("gpf.txt")
-    bad = make_dump("warn.txt")
+    bad = make_dump("warn.txt", dump_id=8)
     bad.regs = {"rip": 1}          # missing registers: the insert fails half-way
     with pytest.raises(KeyError):
         save(st, good, bad, stats={"packets": 3})
-    conn = store.open_readonly(tmp_path / "c.sqlite3")
+    conn = store.open_readonly(where)
     assert store.list_dumps(conn) == [] and store.stats(conn)["counters"] == {}
     for table in ("dump_frames", "logs", "dump_modules"):
         assert conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == 0
 
 
-def test_save_with_a_dump_no_replaces_that_dump_in_place(tmp_path: Path):
-    st = store.Store(tmp_path / "c.sqlite3")
+def test_save_with_a_dump_no_replaces_that_dump_in_place(where: Path | str):
+    st = store.Store(where)
     partial = make_dump("null_deref.txt", lose=(1,), finalised_by="timeout")
     stale = report(partial, modules=[("stale_mod", "O")],
                    frames=report(make_dump("gpf.txt")).frames * 3)
@@ -179,7 +197,7 @@ def test_save_with_a_dump_no_replaces_that_dump_in_place(tmp_path: Path):
     third = make_dump("gpf.txt", src="192.0.2.9")
     assert st.save([(third, report(third), None), (repaired, rep, n)],
                    {"late": 1}) == [other + 1, n]
-    conn = store.open_readonly(tmp_path / "c.sqlite3")
+    conn = store.open_readonly(where)
     d = store.get_dump(conn, n)
     assert d is not None
     assert (d["complete"], d["missing"], d["finalised_by"]) == (True, [], "complete")
@@ -193,17 +211,18 @@ def test_save_with_a_dump_no_replaces_that_dump_in_place(tmp_path: Path):
     assert store.stats(conn)["counters"] == {"late": 1}
 
 
-def test_foreign_keys_cascade_from_a_dump_to_its_log_frames_and_modules(tmp_path: Path):
-    st = store.Store(tmp_path / "c.sqlite3")
+def test_foreign_keys_cascade_from_a_dump_to_its_log_frames_and_modules(where: Path | str):
+    st = store.Store(where)
     a, b = save(st, make_dump("null_deref.txt"), make_dump("null_deref_panic.txt"))
-    assert st.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    sqlite = st.dialect == "sqlite"         # PostgreSQL always enforces them
+    assert not sqlite or st.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     st.conn.execute("DELETE FROM dumps WHERE id = ?", (a,))
-    conn = store.open_readonly(tmp_path / "c.sqlite3")
-    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    conn = store.open_readonly(where)
+    assert not sqlite or conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     for table in ("logs", "dump_frames", "dump_modules"):
         left = {n for (n,) in conn.execute(f"SELECT DISTINCT dump FROM {table}")}
         assert left == {b}, table
-    with pytest.raises(sqlite3.IntegrityError):    # no log without its dump
+    with pytest.raises(ERRORS):    # no log without its dump
         st.conn.execute("INSERT INTO logs VALUES (99, 'x')")
 
 
@@ -224,27 +243,27 @@ def test_listing_never_reads_a_log(tmp_path: Path):
     assert "logs" in read                    # (the watch works)
 
 
-def test_groups(tmp_path: Path):
-    st = store.Store(tmp_path / "c.sqlite3")
+def test_groups(where: Path | str):
+    st = store.Store(where)
     save(st, make_dump("null_deref.txt", src="192.0.2.2"),
          make_dump("null_deref_panic.txt", src="192.0.2.3"),
          make_dump("null_deref.txt", src="192.0.2.3", boot_id=2),
          make_dump("sysrq_panic.txt"))
-    groups = store.groups(store.open_readonly(tmp_path / "c.sqlite3"))
+    groups = store.groups(store.open_readonly(where))
     assert [(g["dumps"], g["boots"], g["host_count"]) for g in groups] == [(3, 3, 2), (1, 1, 1)]
     assert groups[0]["hosts"] == ["192.0.2.2", "192.0.2.3"]
     assert groups[0]["ids"] == [1, 2, 3] and groups[0]["kernels"] == ["6.1.0-netoops"]
     assert groups[0]["first_seen"] <= groups[0]["last_seen"]
 
 
-def test_dumps_without_crash_text_are_not_grouped(tmp_path: Path):
-    st = store.Store(tmp_path / "c.sqlite3")
+def test_dumps_without_crash_text_are_not_grouped(where: Path | str):
+    st = store.Store(where)
     dumps = [make_dump("soft_dump.txt", soft=True), make_dump("soft_dump.txt", soft=True,
                                                              boot_id=2),
              make_dump("gpf.txt"), make_dump("gpf.txt", boot_id=3)]
     ids = st.save([(d, report(d, signature=None) if d.type == proto.TYPE_SOFT else report(d),
                     None) for d in dumps])
-    conn = store.open_readonly(tmp_path / "c.sqlite3")
+    conn = store.open_readonly(where)
     assert [(g["ids"], g["title"]) for g in store.groups(conn)] == \
         [(ids[2:], "general protection fault in nto_crash_gpf")]
     assert store.ungrouped(conn) == 2
@@ -320,10 +339,10 @@ def test_readonly_open_refuses_and_never_creates(tmp_path: Path):
         store.open_readonly(other)
 
 
-def test_readonly_connection_cannot_write(tmp_path: Path):
-    store.Store(tmp_path / "c.sqlite3").close()
-    conn = store.open_readonly(tmp_path / "c.sqlite3")
-    with pytest.raises(sqlite3.OperationalError):
+def test_readonly_connection_cannot_write(where: Path | str):
+    store.Store(where).close()
+    conn = store.open_readonly(where)
+    with pytest.raises(ERRORS):
         conn.execute("DELETE FROM dumps")
 
 

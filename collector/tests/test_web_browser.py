@@ -22,6 +22,16 @@ CHROMIUM = "/usr/bin/chromium"
 DRIVER = "/usr/bin/chromedriver"
 
 
+def follow(browser: Any, element: Any) -> None:
+    """Click ``element`` and wait for the page it leads to (a click does not)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    old = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(old))
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = tmp_path_factory.mktemp("browser") / "dash.sqlite3"
@@ -90,7 +100,7 @@ def test_groups_then_a_group_then_a_dump(site: str, browser: Any):
     browser.save_screenshot(str(ARTIFACTS / "groups.png"))
     clean_console(browser)
 
-    first.find_element(By.CSS_SELECTOR, "td.title a").click()
+    follow(browser, first.find_element(By.CSS_SELECTOR, "td.title a"))
     assert browser.current_url == f"{site}group/{groups[0]['signature']}"
     assert browser.find_element(By.TAG_NAME, "h1").text == groups[0]["title"]
     legend = browser.find_element(By.CSS_SELECTOR, "svg.by-kernel").text
@@ -102,7 +112,7 @@ def test_groups_then_a_group_then_a_dump(site: str, browser: Any):
     clean_console(browser)
 
     dump_id = links[0].text
-    links[0].click()
+    follow(browser, links[0])
     assert browser.current_url == f"{site}dump/{dump_id}"
     report = browser.find_element(By.CSS_SELECTOR, "pre.report").text
     assert report.startswith(f"dump       {dump_id}")
@@ -111,7 +121,7 @@ def test_groups_then_a_group_then_a_dump(site: str, browser: Any):
     browser.save_screenshot(str(ARTIFACTS / "dump.png"))
     clean_console(browser)
     # back to the group through the crumb
-    browser.find_element(By.CSS_SELECTOR, "header a.crumb").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "header a.crumb"))
     assert browser.current_url == f"{site}group/{groups[0]['signature']}"
 
 
@@ -121,7 +131,7 @@ def test_the_filter_form(site: str, browser: Any):
     browser.get(site)
     Select(browser.find_element(By.NAME, "host")).select_by_visible_text("127.0.0.2")
     Select(browser.find_element(By.NAME, "sort")).select_by_value("new")
-    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "form.filters button"))
     assert "host=127.0.0.2" in browser.current_url and "sort=new" in browser.current_url
     want = page_json(site + "groups.json?host=127.0.0.2&sort=new")["groups"]
     rows = browser.find_elements(By.CSS_SELECTOR, "table.groups tbody tr")
@@ -130,5 +140,5 @@ def test_the_filter_form(site: str, browser: Any):
     assert all(r.find_element(By.CSS_SELECTOR, "td:nth-child(3)").text == "127.0.0.2"
                for r in rows)
     browser.find_element(By.NAME, "since").send_keys("not a time")
-    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "form.filters button"))
     assert "not a time" in browser.find_element(By.CSS_SELECTOR, "p.error").text
