@@ -3,6 +3,7 @@
 prints the figures.
 
     /usr/bin/python3 collector/bench/web.py [--dumps 10000] [--repeat 20]
+                                            [--backend sqlite|postgresql|both]
 
 The database: --dumps dumps over 30 days from 300 hosts (198.18.0.0/15,
 the benchmarking range) and 12 kernel versions, of 63 crash signatures
@@ -43,7 +44,7 @@ CRASHES = ("null_deref_panic.txt", "gpf.txt", "bug_on.txt", "soft_lockup.txt",
 KERNELS = [f"6.1.0-{n}-amd64" for n in range(17, 29)]
 
 
-def build(db: Path, dumps: int) -> None:
+def build(db: Path | str, dumps: int) -> None:
     st = store.Store(db)
     variants = []
     for name in CRASHES:
@@ -113,53 +114,64 @@ def browser_times(pages: dict[str, str], repeat: int) -> dict[str, float]:
     return out
 
 
+def measure(db: Path | str, dumps: int, repeat: int) -> None:
+    t0 = time.perf_counter()
+    build(db, dumps)
+    size = f", {db.stat().st_size >> 20} MiB" if isinstance(db, Path) else ""
+    print(f"database {store.display(db)}: {dumps} dumps stored in "
+          f"{time.perf_counter() - t0:.1f} s{size}", flush=True)
+    proc = subprocess.Popen([PYTHON, "-m", "netoops_collector", "--db", str(db), "web",
+                             "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE,
+                            text=True, env={"PYTHONPATH": str(COLLECTOR)})
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        base = line.rsplit(" on ", 1)[1].strip()
+        conn = store.open_readonly(db)
+        top = conn.execute("SELECT signature FROM dumps GROUP BY 1 ORDER BY COUNT(*) DESC "
+                           "LIMIT 1").fetchone()[0]
+        groups = conn.execute("SELECT COUNT(DISTINCT signature) FROM dumps").fetchone()[0]
+        big = conn.execute("SELECT COUNT(*) FROM dumps WHERE signature = ?",
+                           (top,)).fetchone()[0]
+        last = conn.execute("SELECT MAX(id) FROM dumps").fetchone()[0]
+        conn.close()
+        pages = {
+            f"groups ({groups} groups)": base,
+            "groups, one host, last 7 days": base + "?host=198.18.0.7&since=7d",
+            f"largest group ({big} dumps)": f"{base}group/{top}",
+            "a dump": f"{base}dump/{last}",
+            "groups.json": base + "groups.json",
+            "dump JSON": f"{base}dump/{last}.json",
+        }
+        print(f"HTTP, time to last byte, median of {repeat}:")
+        for name, url in pages.items():
+            fetch(url)
+            ms = statistics.median(fetch(url) for _ in range(repeat)) * 1e3
+            print(f"  {name:34s} {ms:8.1f} ms", flush=True)
+        html = {k: v for k, v in pages.items() if "json" not in k.lower()}
+        print(f"headless chromium, navigation start to load event, median of {repeat}:")
+        for name, ms in browser_times(html, repeat).items():
+            print(f"  {name:34s} {ms:8.1f} ms", flush=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="dashboard page load times")
     ap.add_argument("--dumps", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="both",
+                    help="PostgreSQL: a private server, as the tests start it")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="netoops-web-bench-") as tmp:
-        db = Path(tmp) / "fleet.sqlite3"
-        t0 = time.perf_counter()
-        build(db, args.dumps)
-        print(f"database: {args.dumps} dumps stored in {time.perf_counter() - t0:.1f} s, "
-              f"{db.stat().st_size >> 20} MiB", flush=True)
-        proc = subprocess.Popen([PYTHON, "-m", "netoops_collector", "--db", str(db), "web",
-                                 "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE,
-                                text=True, env={"PYTHONPATH": str(COLLECTOR)})
-        try:
-            assert proc.stderr is not None
-            line = proc.stderr.readline()
-            base = line.rsplit(" on ", 1)[1].strip()
-            conn = store.open_readonly(db)
-            top = conn.execute("SELECT signature FROM dumps GROUP BY 1 ORDER BY COUNT(*) DESC "
-                               "LIMIT 1").fetchone()[0]
-            groups = conn.execute("SELECT COUNT(DISTINCT signature) FROM dumps").fetchone()[0]
-            big = conn.execute("SELECT COUNT(*) FROM dumps WHERE signature = ?",
-                               (top,)).fetchone()[0]
-            last = conn.execute("SELECT MAX(id) FROM dumps").fetchone()[0]
-            conn.close()
-            pages = {
-                f"groups ({groups} groups)": base,
-                "groups, one host, last 7 days": base + "?host=198.18.0.7&since=7d",
-                f"largest group ({big} dumps)": f"{base}group/{top}",
-                "a dump": f"{base}dump/{last}",
-                "groups.json": base + "groups.json",
-                "dump JSON": f"{base}dump/{last}.json",
-            }
-            print(f"HTTP, time to last byte, median of {args.repeat}:")
-            for name, url in pages.items():
-                fetch(url)
-                ms = statistics.median(fetch(url) for _ in range(args.repeat)) * 1e3
-                print(f"  {name:34s} {ms:8.1f} ms", flush=True)
-            html = {k: v for k, v in pages.items() if "json" not in k.lower()}
-            print(f"headless chromium, navigation start to load event, median of "
-                  f"{args.repeat}:")
-            for name, ms in browser_times(html, args.repeat).items():
-                print(f"  {name:34s} {ms:8.1f} ms", flush=True)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(10)
+    if args.backend in ("sqlite", "both"):
+        with tempfile.TemporaryDirectory(prefix="netoops-web-bench-") as tmp:
+            measure(Path(tmp) / "fleet.sqlite3", args.dumps, args.repeat)
+    if args.backend in ("postgresql", "both"):
+        sys.path.insert(0, str(COLLECTOR / "tests"))
+        from pgserver import Server
+        with Server() as pg:
+            measure(pg.database(), args.dumps, args.repeat)
     return 0
 
 

@@ -22,13 +22,14 @@ by default; put it behind a reverse proxy with authentication to share it
 from __future__ import annotations
 
 import re
+import threading
 import time
 import urllib.parse
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import dashboard, plots, store, views
+from . import dashboard, db, plots, store, views
 from .query import Filter, QueryError, parse_time
 
 HERE = Path(__file__).resolve().parent
@@ -52,6 +53,7 @@ _HEADERS = [
     ("Cache-Control", "no-store"),
 ]
 _FILTER_KEYS = ("since", "until", "host", "kernel")
+POOL = 8               # PostgreSQL connections kept between requests
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
@@ -80,8 +82,12 @@ def _iso(ts: float) -> str:
 class App:
     """The WSGI application over the database at ``db``."""
 
-    def __init__(self, db: Path, netconsole_minutes: float = 5.0) -> None:
+    def __init__(self, db: Path | str, netconsole_minutes: float = 5.0) -> None:
         self.db = db
+        # PostgreSQL: connections are kept for the next request (a new one
+        # costs more than most pages); a SQLite file is opened per request.
+        self._idle: list[Any] = []
+        self._idle_lock = threading.Lock()
         self.minutes = netconsole_minutes
         self.env = _environment()
         self.static = {
@@ -108,17 +114,35 @@ class App:
         as_json = name.endswith(".json")
         try:
             query = _query(environ.get("QUERY_STRING", ""))
-            conn = store.open_readonly(self.db, shared=True)
+            conn = self._connect()
         except BadRequest as err:
             return self._error(start, "400 Bad Request", str(err), as_json, method)
         except store.StoreError as err:
             return self._error(start, "503 Service Unavailable", str(err), as_json, method)
+        healthy = False
         try:
-            return self._page(start, name, m.groups(), query, conn, method)
+            out = self._page(start, name, m.groups(), query, conn, method)
+            healthy = True
+            return out
         except (BadRequest, QueryError) as err:
+            healthy = True
             return self._error(start, "400 Bad Request", str(err), as_json, method)
         finally:
-            conn.close()
+            self._release(conn, healthy)
+
+    def _connect(self) -> Any:
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop()
+        return store.open_readonly(self.db, shared=True)
+
+    def _release(self, conn: Any, healthy: bool) -> None:
+        if healthy and db.dialect(conn) == "postgresql":
+            with self._idle_lock:
+                if len(self._idle) < POOL:
+                    self._idle.append(conn)
+                    return
+        conn.close()
 
     def _page(self, start: StartResponse, name: str, groups: tuple[str, ...],
               query: dict[str, str], conn: Any, method: str) -> Iterable[bytes]:
