@@ -314,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--netconsole", type=_limit(float), default=5.0, metavar="MINUTES",
                      help="a dump page's netconsole context, as `show` has it "
                           "(default %(default)g)")
+    _symbols_option(web, "a dump page names the source line of each frame")
     ap.set_defaults(serve_parser=serve)
     return ap
 
@@ -350,10 +351,11 @@ def _web(args: argparse.Namespace, db: Path | str) -> int:
     except ValueError as err:
         print(f"netoops-collector: --listen: {err}", file=sys.stderr)
         return EXIT_USAGE
+    syms = _symbols(args)                  # SymbolError: a usage error, before the rest
     store.open_readonly(db).close()        # a clear error now, not on every page
     try:
         from . import web
-        app = web.App(db, args.netconsole)
+        app = web.App(db, args.netconsole, syms)
     except ImportError as err:
         print(f"netoops-collector: web needs python3-jinja2 and python3-waitress ({err})",
               file=sys.stderr)

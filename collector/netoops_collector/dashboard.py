@@ -16,6 +16,7 @@ from typing import Any
 from . import db, ncstore, plots, store, views
 from .query import Filter, QueryError
 from .retention import history
+from .symbolize import Symbols, annotate
 
 SORTS = ("count", "last", "new")
 DUMPS_SHOWN = 200       # a group page lists its newest dumps, up to this many
@@ -161,13 +162,15 @@ def _full_signature(conn: sqlite3.Connection, text: str) -> str | None:
     return None
 
 
-def dump(conn: sqlite3.Connection, dump_no: int, minutes: float = 5.0
-         ) -> dict[str, Any] | None:
-    """One dump as `show --json` has it (with its netconsole context), and
-    the report as `show` prints it."""
+def dump(conn: sqlite3.Connection, dump_no: int, minutes: float = 5.0,
+         symbols: Symbols | None = None) -> dict[str, Any] | None:
+    """One dump as `show --json` has it (with its netconsole context, and
+    source lines if ``symbols``), and the report as `show` prints it."""
     d = store.get_dump(conn, dump_no)
     if d is None:
         return None
+    if symbols is not None:
+        d = annotate(d, symbols)
     nc = ncstore.before_dump(conn, d, minutes) if minutes else None
     if nc is not None:
         d["netconsole"] = nc

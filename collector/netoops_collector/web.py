@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 
 from . import dashboard, db, plots, store, views
 from .query import Filter, QueryError, parse_time
+from .symbolize import Symbols
 
 HERE = Path(__file__).resolve().parent
 _ROUTES = (
@@ -82,8 +83,10 @@ def _iso(ts: float) -> str:
 class App:
     """The WSGI application over the database at ``db``."""
 
-    def __init__(self, db: Path | str, netconsole_minutes: float = 5.0) -> None:
+    def __init__(self, db: Path | str, netconsole_minutes: float = 5.0,
+                 symbols: Symbols | None = None) -> None:
         self.db = db
+        self.symbols = symbols
         # PostgreSQL: connections are kept for the next request (a new one
         # costs more than most pages); a SQLite file is opened per request.
         self._idle: list[Any] = []
@@ -161,7 +164,7 @@ class App:
             data = got
             title = (got["summary"] or {}).get("title") or got["signature"][:12]
         else:
-            got = dashboard.dump(conn, int(groups[0]), self.minutes)
+            got = dashboard.dump(conn, int(groups[0]), self.minutes, self.symbols)
             if got is None:
                 return self._error(start, "404 Not Found", f"no dump {groups[0]}", as_json,
                                    method)

@@ -187,6 +187,23 @@ def test_text_shows_inlined_lines_as_syzbot_does(kernel: dict[str, object]):
     assert "  (4 frame(s) named from the debug files in " in res.stdout
 
 
+def test_the_dashboard_names_the_lines(kernel: dict[str, object]):
+    from netoops_collector.symbolize import Symbols
+    from netoops_collector.web import App
+    from test_web import get, get_json
+    app = App(kernel["db"], symbols=Symbols(kernel["dir"]))
+    status, _, body = get(app, f"/dump/{kernel['ids'][0]}")
+    assert status == 200
+    assert re.search(rf"mod_caller\+0x[0-9a-f]+/0x[0-9a-f]+ \[fake_mod\] \S+/fake_mod\.c:"
+                     rf"{_line(MODULE_C, 'CALL_CRASH')}", body.decode())
+    d = get_json(app, f"/dump/{kernel['ids'][0]}.json")["dump"]
+    assert _where(d["rip_source"])[0] == ("poke", "fake_mod.c", _line(MODULE_C, "POKE"))
+    plain = get_json(App(kernel["db"]), f"/dump/{kernel['ids'][0]}.json")["dump"]
+    assert "rip_source" not in plain
+    res = cli("--db", kernel["db"], "web", "--symbols", "/nonexistent")
+    assert res.returncode == 2 and "/nonexistent" in res.stderr
+
+
 def test_without_symbols_nothing_changes(kernel: dict[str, object]):
     d = _show(kernel, kernel["ids"][0])
     assert "symbols" not in d and "rip_source" not in d
