@@ -198,3 +198,11 @@ def has_table(conn: Any, name: str) -> bool:
     else:
         sql = "SELECT 1 FROM sqlite_master WHERE name = ?"
     return conn.execute(sql, (name,)).fetchone() is not None
+
+
+def serialise(cur: Any, what: str) -> None:
+    """Inside a transaction: wait for any other collector's transaction
+    that serialised on ``what`` (PostgreSQL; SQLite's BEGIN IMMEDIATE
+    already lets one writer in)."""
+    if dialect(cur) == "postgresql":
+        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (what,))

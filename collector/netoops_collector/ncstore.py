@@ -152,6 +152,7 @@ def prune(conn: sqlite3.Connection, max_age: float | None, max_lines: int | None
     cur = conn.cursor()
     cur.execute("BEGIN IMMEDIATE")
     try:
+        db.serialise(cur, "prune netconsole")
         gone = 0
         if max_age:     # per stream: lines are indexed by (stream, arrival)
             cutoff = now - max_age

@@ -137,6 +137,7 @@ def prune(conn: sqlite3.Connection, policy: Retention, now: float | None = None,
     cur = conn.cursor()
     cur.execute("BEGIN IMMEDIATE")
     try:
+        db.serialise(cur, "prune")     # two collectors pruning one database
         doomed, result = _doomed(conn, policy, now)
         if doomed and not dry_run:
             cur.execute("CREATE TEMP TABLE IF NOT EXISTS prune_ids (id INTEGER PRIMARY KEY)")

@@ -30,8 +30,6 @@ from .retention import GROUP_HISTORY_TABLE, history
 from .report import Report, kind_of
 
 SCHEMA_VERSION = 2
-# pg_advisory_xact_lock() key of the schema's creation (any constant will do)
-_PG_SCHEMA_LOCK = 0x6e65746f6f7073
 
 _REG_COLUMNS = ",\n".join(f"    {r:<16} TEXT NOT NULL" for r in proto.REG_NAMES)
 
@@ -418,7 +416,7 @@ def _connect_pg(url: str, readonly: bool = False) -> db.PgConnection:
             cur = conn.cursor()
             cur.execute("BEGIN")
             try:
-                cur.execute("SELECT pg_advisory_xact_lock(?)", (_PG_SCHEMA_LOCK,))
+                db.serialise(cur, "schema")
                 version = _schema_version(conn, name)       # again, under the lock
                 if version is None:
                     _create_pg(cur)
@@ -573,8 +571,7 @@ class Store:
         stored it (the same source, boot and dump id, type and size), or None.
         Holds a lock on that identity until the transaction ends, so that two
         collectors storing one dump at once store it once."""
-        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
-                    (f"{dump.source} {dump.boot_id} {dump.dump_id}",))
+        db.serialise(cur, f"dump {dump.source} {dump.boot_id} {dump.dump_id}")
         row = cur.execute(
             "SELECT id, packets_received FROM dumps WHERE source = ? AND boot_id = ? AND "
             "dump_id = ? AND type = ? AND packet_count = ? ORDER BY id LIMIT 1",
