@@ -35,8 +35,9 @@ def is_url(db: object) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, to print."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    """``url`` without its password (user:PASSWORD@ or ?password=), to print."""
+    url = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
 
 
 # -- SQL rewriting ------------------------------------------------------------
@@ -68,6 +69,11 @@ _DDL = (
     (re.compile(r"\bINTEGER\b"), "BIGINT"),
     (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
 )
+
+
+def ddl(conn: Any, sql: str) -> str:
+    """``sql`` (SQLite's DDL) for the back end of ``conn``."""
+    return pg_ddl(sql) if dialect(conn) == "postgresql" else sql
 
 
 def pg_ddl(sql: str) -> str:
@@ -161,16 +167,37 @@ class PgConnection:
         if psycopg is None:
             raise ImportError("PostgreSQL needs python3-psycopg")
         self.url = url
-        self._conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory,
-                                     connect_timeout=10)
-        # SUM() of integers is numeric there: an int (or a float), as in SQLite
-        self._conn.adapters.register_loader("numeric", _NumberLoader)
         self.readonly = readonly
-        if readonly:
-            self._conn.execute("SET default_transaction_read_only = on")
+        self._conn = self._open()
+
+    def _open(self) -> Any:
+        conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory,
+                               connect_timeout=10)
+        try:
+            # SUM() of integers is numeric there: an int (or a float), as in SQLite
+            conn.adapters.register_loader("numeric", _NumberLoader)
+            if self.readonly:
+                conn.execute("SET default_transaction_read_only = on")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def cursor(self) -> PgCursor:
+        # A connection the server dropped (a restart, a failover) fails the
+        # statement that found out; the next one connects again.
+        if self._conn.broken:
+            self._conn.close()
+            self._conn = self._open()
         return PgCursor(self._conn.cursor())
+
+    def __enter__(self) -> "PgConnection":
+        return self
+
+    def __exit__(self, kind: Any, *rest: Any) -> None:
+        """As a sqlite3 connection: end the transaction the block began."""
+        if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            self._conn.execute("ROLLBACK" if kind else "COMMIT")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> PgCursor:
         return self.cursor().execute(sql, params)

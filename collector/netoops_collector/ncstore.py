@@ -95,7 +95,7 @@ def latest_streams(conn: sqlite3.Connection) -> dict[tuple[str, int], Stream]:
     out: dict[tuple[str, int], Stream] = {}
     for row in conn.execute(
             f"SELECT {', '.join(_STREAM_COLS)} FROM nc_streams WHERE ended IS NULL "
-            "ORDER BY id"):
+            "ORDER BY last_arrival, id"):
         d = dict(zip(_STREAM_COLS, row))
         st = Stream(d["id"], d["source"], d["port"], bool(d["extended"]), d["first_arrival"],
                     d["last_arrival"], d["release"], d["first_seq"], d["last_seq"],
@@ -122,7 +122,8 @@ def write(conn: sqlite3.Connection, lines: Sequence[Line],
             f"INSERT INTO nc_streams ({', '.join(_STREAM_COLS)}) "
             f"VALUES ({', '.join('?' * len(_STREAM_COLS))}) ON CONFLICT (id) DO UPDATE SET "
             + ", ".join(f"{c} = excluded.{c}" for c in _STREAM_COLS[1:]),
-            [s if isinstance(s, tuple) else stream_row(s) for s in streams])
+            sorted((s if isinstance(s, tuple) else stream_row(s) for s in streams),
+                   key=lambda row: row[0]))
         # All the lines in one statement, as one JSON array of rows (a Line
         # is one): SQLite inserts them without coming back to Python, which
         # executemany() does for every row, waiting for the interpreter
@@ -131,7 +132,7 @@ def write(conn: sqlite3.Connection, lines: Sequence[Line],
             cur.execute(_INSERT_LINES, (json.dumps(lines, separators=(",", ":")),))
         else:
             cur.executemany(_INSERT_ROWS, lines)
-        for name, value in (stats or {}).items():
+        for name, value in sorted((stats or {}).items()):
             if value:
                 cur.execute("INSERT INTO stats (name, value) VALUES (?, ?) ON CONFLICT (name)"
                             " DO UPDATE SET value = stats.value + excluded.value", (name, value))
@@ -292,7 +293,8 @@ def tail_from(conn: sqlite3.Connection, source: str, limit: int
     if not has_tables(conn):
         return None, 0
     with conn:      # one read transaction for both
-        conn.execute("BEGIN")
+        conn.execute("BEGIN" if db.dialect(conn) == "sqlite" else
+                     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         got = tail(conn, source, limit)
         newest = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM nc_lines").fetchone()[0])
     return got, newest

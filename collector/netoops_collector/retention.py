@@ -140,7 +140,8 @@ def prune(conn: sqlite3.Connection, policy: Retention, now: float | None = None,
         db.serialise(cur, "prune")     # two collectors pruning one database
         doomed, result = _doomed(conn, policy, now)
         if doomed and not dry_run:
-            cur.execute("CREATE TEMP TABLE IF NOT EXISTS prune_ids (id INTEGER PRIMARY KEY)")
+            cur.execute(db.ddl(cur, "CREATE TEMP TABLE IF NOT EXISTS prune_ids "
+                                    "(id INTEGER PRIMARY KEY)"))
             cur.execute("DELETE FROM prune_ids")
             cur.executemany("INSERT INTO prune_ids VALUES (?)", [(i,) for i in doomed])
             old = history(conn)

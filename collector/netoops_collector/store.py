@@ -546,6 +546,9 @@ class Store:
         cur = self.conn.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
+            # The dumps' locks, in one order for every collector: no cycles.
+            for key in sorted({self._identity(d) for d, _, _ in items}):
+                db.serialise(cur, key)
             for dump, rep, dump_no in items:
                 ids.append(self._put(cur, dump, rep, dump_no))
             if stats:
@@ -554,11 +557,11 @@ class Store:
                 cur.executemany(
                     "INSERT INTO source_stats VALUES (?, ?, ?) ON CONFLICT (source, name) "
                     "DO UPDATE SET value = source_stats.value + excluded.value",
-                    [(src, name, v) for (src, name), v in source_stats.items() if v])
+                    [(src, name, v) for (src, name), v in sorted(source_stats.items()) if v])
             if gauges:
                 cur.executemany("INSERT INTO gauges VALUES (?, ?) ON CONFLICT (name) "
                                 "DO UPDATE SET value = excluded.value",
-                                list(gauges.items()))
+                                sorted(gauges.items()))
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -566,12 +569,21 @@ class Store:
         return ids
 
     @staticmethod
-    def _stored_elsewhere(cur: db.PgCursor, dump: Dump) -> tuple[int, int] | None:
-        """PostgreSQL: (id, packets_received) of this dump as another collector
-        stored it (the same source, boot and dump id, type and size), or None.
-        Holds a lock on that identity until the transaction ends, so that two
-        collectors storing one dump at once store it once."""
-        db.serialise(cur, f"dump {dump.source} {dump.boot_id} {dump.dump_id}")
+    def _identity(dump: Dump) -> str:
+        return f"dump {dump.source} {dump.boot_id} {dump.dump_id}"
+
+    @staticmethod
+    def _stored_elsewhere(cur: db.PgCursor, dump: Dump, dump_no: int | None
+                          ) -> tuple[int, int] | None:
+        """PostgreSQL: (id, packets_received) of the row that holds this dump
+        now: row ``dump_no`` if given and still there, else the same source,
+        boot and dump id, type and size as another collector stored it; or
+        None.  save() holds the lock of that identity."""
+        if dump_no is not None:
+            row = cur.execute("SELECT id, packets_received FROM dumps WHERE id = ?",
+                              (dump_no,)).fetchone()
+            if row is not None:
+                return int(row[0]), int(row[1])
         row = cur.execute(
             "SELECT id, packets_received FROM dumps WHERE source = ? AND boot_id = ? AND "
             "dump_id = ? AND type = ? AND packet_count = ? ORDER BY id LIMIT 1",
@@ -580,12 +592,13 @@ class Store:
 
     @classmethod
     def _put(cls, cur: Any, dump: Dump, rep: Report, dump_no: int | None) -> int:
-        if dump_no is None and db.dialect(cur) == "postgresql":
-            other = cls._stored_elsewhere(cur, dump)
-            if other is not None:
-                if other[1] >= dump.packets_received:
-                    return other[0]         # as complete as this one, or more
-                dump_no = other[0]          # this copy has more: it takes the row
+        if db.dialect(cur) == "postgresql":
+            # Other collectors write here too: the most complete copy of a
+            # dump keeps its row, whoever stored it and whichever came first.
+            held = cls._stored_elsewhere(cur, dump, dump_no)
+            if held is not None and held[1] >= dump.packets_received:
+                return held[0]
+            dump_no = held[0] if held is not None else None
         if dump_no is not None:     # the log, frames and modules go with it
             cur.execute("DELETE FROM dumps WHERE id = ?", (dump_no,))
         if dump_no is None:
@@ -606,7 +619,7 @@ class Store:
         cur.executemany(
             "INSERT INTO stats VALUES (?, ?) "
             "ON CONFLICT (name) DO UPDATE SET value = stats.value + excluded.value",
-            [(k, v) for k, v in stats.items() if v])
+            [(k, v) for k, v in sorted(stats.items()) if v])
 
     def stored_as(self, dump: Dump) -> tuple[int, float, int] | None:
         """The row stored for ``dump`` or an earlier revision of it: (id,

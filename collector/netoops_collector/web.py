@@ -130,8 +130,19 @@ class App:
         except (BadRequest, QueryError) as err:
             healthy = True
             return self._error(start, "400 Bad Request", str(err), as_json, method)
+        except db.ERRORS as err:     # the database went away, or is locked
+            return self._error(start, "503 Service Unavailable",
+                               f"{store.display(self.db)}: database error: {err}", as_json,
+                               method)
         finally:
             self._release(conn, healthy)
+
+    def close(self) -> None:
+        """Close the connections kept for the next requests."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     def _connect(self) -> Any:
         with self._idle_lock:
@@ -270,4 +281,5 @@ def serve(app: App, host: str, port: int, threads: int = 4,
         pass
     finally:
         server.close()
+        app.close()
         signal.signal(signal.SIGTERM, old)

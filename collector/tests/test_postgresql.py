@@ -6,7 +6,10 @@ query commands, the dashboard's data and clear errors on that database."""
 
 from __future__ import annotations
 
+import json
+import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -14,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from collector_util import GUEST_FIXTURES, Serve, cli, cli_json, packets
+from collector_util import GUEST_FIXTURES, PYTHON, Serve, cli, cli_env, cli_json, packets
 from netoops_collector import dashboard, store
+from netoops_collector.db import ERRORS
 from pgserver import Server
 from test_netconsole_rx import ext
 
@@ -153,3 +157,74 @@ def test_errors_name_the_database_without_its_password(pg: Server, tmp_path: Pat
     pg.psql("CREATE TABLE t (x int)", dbname(other))
     with pytest.raises(store.StoreError, match="no meta table"):
         store.Store(other)
+
+
+def test_a_partial_copy_never_replaces_a_whole_one(pg: Server):
+    """Collector A stores a dump whole; B's partial copy of it, first new,
+    then repaired with more (not all) of its chunks, leaves A's row alone."""
+    from test_store import make_dump, report
+    url = pg.database()
+    a, b = store.Store(url), store.Store(url)
+    try:
+        whole = make_dump("null_deref.txt")
+        [n] = a.save([(whole, report(whole), None)])
+        part = make_dump("null_deref.txt", lose=(1, 2))
+        assert b.save([(part, report(part), None)]) == [n]
+        more = make_dump("null_deref.txt", lose=(2,))
+        assert b.save([(more, report(more), n)]) == [n]
+        [row] = store.list_dumps(store.open_readonly(url))
+        assert row["id"] == n and row["complete"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_collector_reconnects_after_the_server_drops_it(pg: Server):
+    from test_store import make_dump, report
+    url = pg.database()
+    st = store.Store(url)
+    try:
+        d = make_dump("gpf.txt")
+        st.save([(d, report(d), None)])
+        pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{dbname(url)}' AND pid <> pg_backend_pid()")
+        d2 = make_dump("warn.txt", dump_id=8)
+        with pytest.raises(ERRORS):          # the statement that finds out
+            st.save([(d2, report(d2), None)])
+        st.save([(d2, report(d2), None)])    # the retry connects again
+        assert len(store.list_dumps(store.open_readonly(url))) == 2
+    finally:
+        st.close()
+
+
+def test_tail_follow_on_postgresql(pg: Server):
+    url = pg.database()
+    srv = Serve(url)
+    follow = None
+    try:
+        with _sender("127.0.0.50") as s:
+            s.sendto(ext(0, "first"), ("127.0.0.1", srv.nc_port))
+            end = time.monotonic() + 10
+            while cli("--db", url, "tail", "--host", "127.0.0.50").returncode != 0:
+                assert time.monotonic() < end
+                time.sleep(0.2)
+            follow = subprocess.Popen(
+                [PYTHON, "-m", "netoops_collector", "--db", url, "tail", "--host",
+                 "127.0.0.50", "--follow", "--interval", "0.2", "--json"],
+                stdout=subprocess.PIPE, text=True, env=cli_env())
+            assert follow.stdout is not None
+            assert json.loads(follow.stdout.readline())["text"] == "first"
+            s.sendto(ext(1, "second"), ("127.0.0.1", srv.nc_port))
+            assert json.loads(follow.stdout.readline())["text"] == "second"
+    finally:
+        if follow is not None:
+            follow.send_signal(signal.SIGTERM)
+            assert follow.wait(10) == 0
+        assert srv.stop() == 0
+
+
+def test_printed_urls_have_no_password():
+    from netoops_collector.db import redact
+    assert redact("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
+    assert redact("postgresql://u@h/db?sslmode=require&password=pw&x=1") == \
+        "postgresql://u@h/db?sslmode=require&password=***&x=1"
