@@ -6,7 +6,7 @@ prints the figures.
                                             [--backend sqlite|postgresql|both]
 
 The database: --dumps dumps over 30 days from 300 hosts (198.18.0.0/15,
-the benchmarking range) and 12 kernel versions, of 63 crash signatures
+the benchmarking range) and 12 kernel versions, of 63 crash variants
 (the fixtures' crashes with their module renamed 9 ways), stored through
 the collector's own Store.  `netoops-collector web` (waitress) serves it;
 each page is fetched --repeat times after one warm-up, over HTTP on
