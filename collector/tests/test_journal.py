@@ -118,7 +118,7 @@ def crashed_run(db: Path, dumps: list[Dump], stored: list[Dump]) -> Path:
     srv._ready.extend(stored)
     srv._store(everything=True)
     srv.close()
-    j = Journal(db)
+    j = Journal(store.local_base(db))
     j.append(dumps)
     j.close()                                     # dumps not released: the segment stays
     [(_, path)] = j.segments()
@@ -135,8 +135,10 @@ def restart(db: Path, left: Path) -> tuple[Server, io.StringIO]:
     return srv, err
 
 
-def test_replay_stores_what_the_database_lacks_once(tmp_path: Path):
-    db = tmp_path / "c.sqlite3"
+def test_replay_stores_what_the_database_lacks_once(where: Path | str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))    # a PostgreSQL collector's journal
+    db = where
     a, b, c = (make_dump(fixture(f), n) for n, f in
                enumerate(("null_deref.txt", "gpf.txt", "warn.txt"), 1))
     path = crashed_run(db, [a, b, c], stored=[b])

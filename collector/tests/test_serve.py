@@ -49,8 +49,8 @@ def serve_factory(request: pytest.FixtureRequest):
         s.kill()
 
 
-def test_serve_stores_dumps_and_survives_a_restart(tmp_path: Path, serve_factory):
-    db = tmp_path / "c.sqlite3"
+def test_serve_stores_dumps_and_survives_a_restart(where: Path | str, serve_factory):
+    db = where
     srv = serve_factory(db, "--quiet-timeout", "30")
     assert srv.addr.startswith("127.0.0.1:")
     a = packets(fixture("null_deref.txt"), copies=3, boot_id=11)
@@ -91,8 +91,8 @@ def test_serve_stores_dumps_and_survives_a_restart(tmp_path: Path, serve_factory
     assert c2["packets"] == c["packets"] + 3 * chunk_count(fixture("warn.txt"))
 
 
-def test_quiet_timeout_over_udp_and_late_copies(tmp_path: Path, serve_factory):
-    db = tmp_path / "c.sqlite3"
+def test_quiet_timeout_over_udp_and_late_copies(where: Path | str, serve_factory):
+    db = where
     srv = serve_factory(db, "--quiet-timeout", "0.3")
     pkts = packets(fixture("soft_lockup.txt"), copies=1, boot_id=5)
     kernel = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # one source port
