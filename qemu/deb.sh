@@ -27,7 +27,7 @@ done
 cd "$top"
 inputs() { # the package's inputs, relative to the top of the tree
 	find debian deploy modules -type f
-	find collector/netoops_collector -name '*.py' -o -name '*.c'
+	find collector/netoops_collector -name '*.py' -o -name '*.c' -o -path '*/templates/*' -type f
 	echo collector/pyproject.toml
 	echo collector/setup.py
 	echo dkms.conf
