@@ -171,9 +171,9 @@ def test_unreadable_or_foreign_database(tmp_path: Path):
     assert res.returncode == 3 and "not a database file" in res.stderr
 
 
-def test_permission_denied(db: Path | str):
-    if not isinstance(db, Path):
-        pytest.skip("file permissions: SQLite only")
+def test_permission_denied(tmp_path: Path):
+    db = tmp_path / "c.sqlite3"         # file permissions: SQLite's
+    store.Store(db).close()
     # Root reads any file, so as root the CLI runs as nobody (setpriv).
     top = Path(tempfile.mkdtemp(prefix="netoops-perm-"))
     try:
