@@ -79,6 +79,7 @@
 #define NRX_CLASSES	11		/* group buffers of 2^k packets, k < 11 */
 #define NRX_FIRST_CLASS	3		/* doubled up to 8 packets at least */
 #define NRX_BATCHES	32		/* read and not yet handled: 3.4 MB */
+#define NRX_WAKE_EVERY	8		/* full batches waiting before a wake-up */
 
 struct batch;
 #define NRX_F_CUT	1
@@ -751,8 +752,10 @@ static void *read_thread(void *arg)
 
 	for (;;) {
 		pthread_mutex_lock(&r->qlock);
-		while (!r->nfree && !r->stopping)	/* the other thread lags */
+		while (!r->nfree && !r->stopping) {	/* the other thread lags */
+			pthread_cond_signal(&r->qfull);
 			pthread_cond_wait(&r->qfree, &r->qlock);
+		}
 		b = r->nfree ? r->free[--r->nfree] : NULL;
 		pthread_mutex_unlock(&r->qlock);
 		if (!b || __atomic_load_n(&r->halt_req, __ATOMIC_ACQUIRE))
@@ -798,7 +801,16 @@ static void *read_thread(void *arg)
 			r->full[r->nfull++] = b;	/* never more than NRX_BATCHES */
 		else
 			r->free[r->nfree++] = b;
-		pthread_cond_signal(&r->qfull);
+		/*
+		 * Wake the handling thread when the socket is drained (a short
+		 * batch: the next turn polls) or NRX_WAKE_EVERY batches are
+		 * waiting, not for every batch: in a burst it handles a batch
+		 * faster than this thread reads one, so it slept and was woken
+		 * for each, and every wake-up preempted whichever thread had
+		 * that CPU (often the one making dumps durable).
+		 */
+		if (b->n < NRX_BATCH || r->nfull >= NRX_WAKE_EVERY)
+			pthread_cond_signal(&r->qfull);
 		pthread_mutex_unlock(&r->qlock);
 	}
 	/* Tell the handling thread, in order: everything read is before this. */
