@@ -9,7 +9,7 @@ each address a machine; dump k from address k mod S, its own source port),
 sent as fast as one sender process can.  `serve` runs with its defaults
 (receive buffer, caps, budgets, receiver).  Reported: dumps stored complete
 and exact, packets the kernel dropped, the time from the last packet sent to
-the last dump durable (in the journal) and stored (analysed, in SQLite),
+the last dump durable (in the packet log or journal) and stored (analysed, in SQLite),
 and the collector's peak memory (VmHWM).
 """
 
@@ -80,7 +80,7 @@ def main() -> int:
           f"({out['dumps']} rows); kernel drops {counters.get('kernel_drops', 0)}, "
           f"partial {counters.get('dumps_partial', 0)}")
     if durable:     # before the end: the first copies completed every dump
-        print(f"last packet sent to last dump durable (journal): {durable - sent_at:.2f}s"
+        print(f"last packet sent to last dump durable (packet log or journal): {durable - sent_at:.2f}s"
               + (" (before the copies were all sent)" if durable < sent_at else ""))
     if done:
         print(f"last packet sent to last dump stored (analysed, in SQLite): "

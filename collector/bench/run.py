@@ -10,7 +10,8 @@ Throughput.  The receiver (the C sink, or `netoops-collector serve` with a
 sent into its socket buffer, and it is resumed with SIGCONT.  Packets/s is
 the burst size over the time from SIGCONT until the sink has counted the last
 packet, or, for the collector, until it has read every packet and made the
-last dump durable (reassembled and synced to its journal).  Both ends are
+last dump durable (reassembled, and synced to its journal or, for a dump
+the C receiver took whole, to its packet log).  Both ends are
 taken by the receiver's own clock, as the sink's are: the time in its
 `--log-journal` line for the last dump, and the "last datagram read at" of
 its counters line.  The time until the last dump is analysed and
@@ -236,9 +237,9 @@ def collector_throughput(burst: Burst, warm: Burst, tmp: Path) -> dict[str, Any]
 
 def thread_cpu(pid: int) -> dict[str, int]:
     """CPU time (ns, from schedstat) of each of a process's threads, by
-    name: the C threads are nrx-read and nrx-handle, the Python thread
-    that takes their records and journals is "main", the others (storing,
-    syncing) "other" together."""
+    name: the C threads are nrx-read, nrx-handle and nrx-log (it syncs
+    the packet log), the Python thread that takes their records and
+    journals is "main", the others (storing, syncing) "other" together."""
     out: dict[str, int] = {}
     for t in Path(f"/proc/{pid}/task").iterdir():
         try:
@@ -342,7 +343,7 @@ def main() -> int:
     log("== netoops-collector benchmark ==")
     log(f"C recvmmsg sink:   {sink_pps:12,.0f} packets/s (count only)")
     log(f"collector (serve): {col_pps:12,.0f} packets/s to durable (receive + reassemble + "
-        f"journal fdatasync), {col_pps * 1412 / 1e6:.1f} MB/s of UDP payload")
+        f"fdatasync of the packet log or journal), {col_pps * 1412 / 1e6:.1f} MB/s of UDP payload")
     paired = statistics.median(float(c["pps"]) / float(s["pps"]) for s, c in zip(sinks, cols))
     log(f"ratio collector/sink: {col_pps / sink_pps:.3f} of the medians, {paired:.3f} the "
         f"median of each run's ratio to the sink run just before it  "

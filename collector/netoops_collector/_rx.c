@@ -24,13 +24,28 @@
  * flags bit 1: a group record: packets of one dump (same source, same
  * header but for packet_no), NRX_PACKET bytes each, in arrival order.
  * bit 2 (with bit 1): the group is the whole dump, packet_no 0 first, each
- * in its place, followed by one u64 nrx_hash() of each packet's data; len
- * counts both (NRX_PACKET + 8 bytes a packet).
+ * in its place, followed by one u64 nrx_hash() of each packet's data, then
+ * u64 first segment, last segment, end offset in the packet log; len
+ * counts all of it (NRX_PACKET + 8 bytes a packet, and 24).
  *
  * The copy filter keeps 64-bit hashes of (source, datagram) of exactly
  * packet-sized datagrams in two open-addressing tables; the current one is
  * retired to "previous" when half full or NRX_ROTATE_S seconds old, so a
  * copy is recognised for at least that long and memory stays fixed.
+ *
+ * Packet log: with a path prefix given, every packet held for grouping is
+ * also appended (one writev() a batch) to the segment file <prefix><seq>,
+ * as a record (struct lrec, then the packet), and a third thread,
+ * "nrx-log", fdatasync()s what was written, again and again, so the
+ * packets of a dump are durable about when its last one arrives, without
+ * waiting for Python.  A whole group's record ends with the segments of
+ * its first and last packets in the log and the end offset of the last
+ * (0, 0, 0: not all of it is there); nrx_stats() says how far the log is
+ * synced (segment by segment, in order).  A segment is
+ * closed beyond NRX_LOG_SEGMENT bytes (synced, then closed, by the log
+ * thread); Python deletes closed ones once what they hold is stored, and
+ * replays the segments it finds at start.  A write or sync error ends the
+ * log for good (log_error; groups then carry no position).
  *
  * Grouping: a packet whose header passes the same layout checks as
  * Python's fast path (version, offsets, arch, type, packet_no below a
@@ -51,12 +66,14 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,11 +97,27 @@
 #define NRX_FIRST_CLASS	3		/* doubled up to 8 packets at least */
 #define NRX_BATCHES	32		/* read and not yet handled: 3.4 MB */
 #define NRX_WAKE_EVERY	8		/* full batches waiting before a wake-up */
+#define NRX_LOG_SEGMENT	(64u << 20)	/* packet log segments are closed beyond this */
+#define NRX_LOG_MAGIC	0x31504c4eu	/* "NLP1" */
+#define NRX_LOG_CLOSED	4		/* closed segments waiting for their last sync */
+#define NRX_F_MARK	8		/* a ring record: segments below u64 may go */
 
 struct batch;
 #define NRX_F_CUT	1
 #define NRX_F_GROUP	2
 #define NRX_F_WHOLE	4
+
+/* A packet log record's head (host byte order), followed by the packet. */
+struct lrec {
+	uint32_t magic;
+	uint32_t len;		/* of the packet */
+	uint16_t port;
+	uint8_t family;
+	uint8_t pad[5];
+	uint64_t check;		/* the copy filter's hash of source and packet */
+	double arrival;		/* CLOCK_REALTIME seconds */
+	uint8_t addr[16];
+};
 
 #ifndef SO_MEMINFO
 #define SO_MEMINFO	55
@@ -105,6 +138,11 @@ struct nrx_stats {
 	uint64_t group_bytes;	/* bytes of group buffers now, spare ones included */
 	uint64_t groups;	/* dumps held now */
 	uint64_t last_read_ns;	/* CLOCK_REALTIME the last datagram was read, ns */
+	uint64_t log_seq;	/* packet log segment being written (0: no log) */
+	uint64_t log_synced_seq; /* the log is synced up to this segment ... */
+	uint64_t log_synced_off; /* ... and offset in it */
+	uint64_t log_synced_ns;	/* CLOCK_REALTIME of that sync, ns */
+	uint64_t log_error;	/* errno that ended the log, 0 if none */
 };
 
 /* The packets of one dump held by the thread (see "Grouping" above). */
@@ -117,6 +155,9 @@ struct grp {
 	uint32_t count, have, cap;
 	int cls;			/* @pkts holds 2^cls packets (-1: none) */
 	double last;			/* CLOCK_MONOTONIC seconds of the last packet */
+	uint64_t log_first;		/* the log segment of its first packet */
+	uint64_t log_seq, log_end;	/* where its last packet ends in the log */
+	int log_missing;		/* a packet of it is not in the log */
 	double arrival;			/* CLOCK_REALTIME of the first */
 	uint8_t *pkts;			/* @have packets in arrival order */
 	uint8_t seen[];			/* one bit per packet_no */
@@ -156,6 +197,27 @@ struct nrx {
 	 * group_bytes: fresh ones cost page faults on every burst. */
 	void *spare[NRX_CLASSES];
 	size_t spare_bytes;
+	/* The packet log: written by the handling thread, synced by the log
+	 * thread.  @log_fd, @log_seq, @log_off are the handling thread's;
+	 * the rest is under @llock. */
+	char *log_path;			/* prefix, then room for the number */
+	size_t log_prefix_len;
+	int log_fd, log_dir;
+	uint64_t log_seq, log_off;
+	double log_opened;		/* CLOCK_MONOTONIC seconds of its first packet */
+	double log_age;			/* a segment is closed when that is this old */
+	pthread_t logger;
+	int logger_started;
+	pthread_mutex_t llock;
+	pthread_cond_t lcond;
+	int lw_fd, log_stop, log_failed;
+	uint64_t lw_seq, lw_off;	/* written */
+	/* Closed segments still to sync (and close), oldest first. */
+	int old_fd[NRX_LOG_CLOSED];
+	uint64_t old_seq[NRX_LOG_CLOSED], old_end[NRX_LOG_CLOSED];
+	int nold;
+	uint64_t ls_seq, ls_off;	/* synced */
+	uint64_t dir_synced_seq;	/* the directory was synced after creating it */
 };
 
 static size_t rec_size(size_t len)
@@ -353,6 +415,12 @@ static int ring_wait(struct nrx *r, uint32_t len)
 	return !r->stopping;
 }
 
+/* The check of a packet log record (the copy filter's hash). */
+uint64_t nrx_packet_hash(const uint8_t *addr, uint16_t port, const uint8_t *buf)
+{
+	return hash_packet(addr, port, buf);
+}
+
 /* The hash Python keeps of a complete dump's chunks (its data bytes). */
 uint64_t nrx_hash(const uint8_t *data, size_t len)
 {
@@ -514,7 +582,7 @@ static void group_unlink(struct nrx *r, struct grp *g)
 static int group_emit(struct nrx *r, struct grp *g)
 {
 	int whole = g->have == g->count;
-	uint32_t len = g->have * (NRX_PACKET + (whole ? 8 : 0));
+	uint32_t len = g->have * (NRX_PACKET + (whole ? 8 : 0)) + (whole ? 24 : 0);
 	uint8_t *p;
 	uint32_t i;
 
@@ -537,10 +605,16 @@ static int group_emit(struct nrx *r, struct grp *g)
 			memcpy(p + (size_t)g->have * NRX_PACKET + (size_t)no * 8, &h, 8);
 		}
 	}
-	if (whole)
+	if (whole) {
+		uint64_t pos[3] = { g->log_first, g->log_seq, g->log_end };
+
+		if (g->log_missing)
+			pos[0] = pos[1] = pos[2] = 0;
+		memcpy(p + (size_t)g->have * (NRX_PACKET + 8), pos, sizeof(pos));
 		r->own.grouped++;
-	else
+	} else {
 		r->own.group_flushes++;
+	}
 	group_unlink(r, g);
 	sync_stats(r);
 	pthread_mutex_unlock(&r->lock);
@@ -553,7 +627,7 @@ static int group_emit(struct nrx *r, struct grp *g)
  * it must go on its own, -1 if stopping.
  */
 static int group_add(struct nrx *r, uint8_t family, const uint8_t *addr, uint16_t port,
-		     double arrival, const uint8_t *buf)
+		     double arrival, const uint8_t *buf, uint64_t log_end)
 {
 	uint64_t key = group_key(addr, port, buf);
 	uint32_t no = get32(buf + 16), count = get32(buf + 12);
@@ -630,6 +704,14 @@ static int group_add(struct nrx *r, uint8_t family, const uint8_t *addr, uint16_
 	}
 	memcpy(g->pkts + (size_t)g->have * NRX_PACKET, buf, NRX_PACKET);
 	g->have++;
+	if (log_end) {
+		if (!g->log_first)
+			g->log_first = r->log_seq;
+		g->log_seq = r->log_seq;
+		g->log_end = log_end;
+	} else {
+		g->log_missing = 1;
+	}
 	g->seen[no / 8] |= 1u << (no % 8);
 	g->last = monotonic();
 	if (g != r->newest) {			/* most recently active last */
@@ -822,7 +904,214 @@ static void *read_thread(void *arg)
 	return NULL;
 }
 
-/* Handle one batch: count, drop copies, group, queue. False if stopping. */
+/* Publish the log's state to nrx_stats() (llock held). */
+static void log_publish(struct nrx *r, uint64_t synced_ns)
+{
+	pthread_mutex_lock(&r->lock);
+	r->st.log_seq = r->lw_seq;
+	r->st.log_synced_seq = r->ls_seq;
+	r->st.log_synced_off = r->ls_off;
+	if (synced_ns)
+		r->st.log_synced_ns = synced_ns;
+	r->st.log_error = r->log_failed;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* End the log for good: groups from now on are not in it (llock held). */
+static void log_fail(struct nrx *r, int err)
+{
+	if (!r->log_failed)
+		r->log_failed = err ? err : EIO;
+	log_publish(r, 0);
+}
+
+/* Open segment @seq of the log; -1 (errno set) on failure. */
+static int log_open(struct nrx *r, uint64_t seq)
+{
+	snprintf(r->log_path + r->log_prefix_len, 24, "%08llu", (unsigned long long)seq);
+	return open(r->log_path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+}
+
+/*
+ * Close the segment being written (the log thread syncs and closes it)
+ * and open the next (llock held).  Returns 1 if it did.  It waits only
+ * while NRX_LOG_CLOSED closed segments still wait for their last sync.
+ */
+static int log_rotate(struct nrx *r)
+{
+	int fd;
+
+	while (r->nold == NRX_LOG_CLOSED && !r->log_failed)
+		pthread_cond_wait(&r->lcond, &r->llock);
+	fd = r->log_failed ? -1 : log_open(r, r->log_seq + 1);
+	if (fd < 0) {
+		log_fail(r, errno);
+		r->log_fd = -1;
+		return 0;
+	}
+	r->old_fd[r->nold] = r->lw_fd;
+	r->old_seq[r->nold] = r->lw_seq;
+	r->old_end[r->nold] = r->lw_off;
+	r->nold++;
+	r->log_fd = r->lw_fd = fd;
+	r->log_seq = r->lw_seq = r->log_seq + 1;
+	r->log_off = r->lw_off = 0;
+	log_publish(r, 0);
+	pthread_cond_signal(&r->lcond);
+	return 1;
+}
+
+/*
+ * After a rotation: tell Python, in order with the groups, which segments
+ * it may delete once the dumps it took from them are stored: those below
+ * the current one and below the first segment of every dump still held
+ * here.  A whole dump queued before this record comes before it, so
+ * Python has taken its hold on its segments by then.  False if stopping.
+ */
+static int log_mark(struct nrx *r)
+{
+	uint64_t below = r->log_seq;
+	struct grp *g;
+
+	for (g = r->oldest; g; g = g->newer)
+		if (g->log_first && g->log_first < below)
+			below = g->log_first;
+	return emit_one(r, sizeof(below), 0, 0, NRX_F_MARK, (const uint8_t[16]){ 0 }, 0,
+			(const uint8_t *)&below);
+}
+
+/*
+ * A segment whose first packet is @log_age seconds old is closed too, when
+ * the handling thread is idle: so Python can delete it once what it
+ * holds is stored, and a restart does not replay what retention pruned.
+ */
+static int log_age(struct nrx *r)
+{
+	int rotated;
+
+	if (r->log_fd < 0 || !r->log_off || monotonic() - r->log_opened < r->log_age)
+		return 1;
+	pthread_mutex_lock(&r->llock);
+	rotated = log_rotate(r);
+	pthread_mutex_unlock(&r->llock);
+	return !rotated || log_mark(r);
+}
+
+/*
+ * Append @n iovecs (@bytes in all) to the log, close the segment beyond
+ * NRX_LOG_SEGMENT, wake the log thread.  On an error the log ends: the
+ * groups whose packets were not written never see their position synced,
+ * and Python journals them itself once nrx_stats() reports the error.
+ * False if stopping.
+ */
+static int log_write(struct nrx *r, struct iovec *iov, int n, uint64_t bytes)
+{
+	uint64_t done = 0;
+	ssize_t w;
+	int err = 0, rotated = 0;
+
+	while (done < bytes) {
+		w = writev(r->log_fd, iov, n > 1024 ? 1024 : n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err = w < 0 ? errno : ENOSPC;
+			break;
+		}
+		done += w;
+		while (n && (size_t)w >= iov->iov_len) {
+			w -= iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n) {
+			iov->iov_base = (uint8_t *)iov->iov_base + w;
+			iov->iov_len -= w;
+		}
+	}
+	if (!r->log_off)
+		r->log_opened = monotonic();
+	r->log_off += done;
+	pthread_mutex_lock(&r->llock);
+	r->lw_off = r->log_off;
+	if (err || r->log_failed) {
+		log_fail(r, err);
+		r->log_fd = -1;		/* written no more; lw_fd is closed at stop */
+		pthread_cond_signal(&r->lcond);
+		pthread_mutex_unlock(&r->llock);
+		return 1;
+	}
+	if (r->log_off >= NRX_LOG_SEGMENT)
+		rotated = log_rotate(r);
+	pthread_cond_signal(&r->lcond);
+	pthread_mutex_unlock(&r->llock);
+	return !rotated || log_mark(r);
+}
+
+/*
+ * The log thread: fdatasync() what was written, a closed segment first
+ * (then it closes it), and the directory once for each new segment; then
+ * tell Python through the notification pipe.  Returns at stop once
+ * everything written is synced, or at the first error.
+ */
+static void *log_thread(void *arg)
+{
+	struct nrx *r = arg;
+	struct timespec ts;
+	uint64_t seq, end;
+	int fd, old, rc;
+
+	pthread_mutex_lock(&r->llock);
+	for (;;) {
+		while (!r->log_stop && !r->log_failed && !r->nold &&
+		       r->lw_seq == r->ls_seq && r->lw_off == r->ls_off)
+			pthread_cond_wait(&r->lcond, &r->llock);
+		if (r->log_failed)
+			break;
+		old = r->nold > 0;
+		if (!old && r->lw_seq == r->ls_seq && r->lw_off == r->ls_off)
+			break;		/* stopping, and all of it synced */
+		fd = old ? r->old_fd[0] : r->lw_fd;
+		seq = old ? r->old_seq[0] : r->lw_seq;
+		end = old ? r->old_end[0] : r->lw_off;
+		pthread_mutex_unlock(&r->llock);
+		rc = fdatasync(fd);
+		if (!rc && seq > r->dir_synced_seq) {
+			rc = fsync(r->log_dir);		/* its name is durable too */
+			if (!rc)
+				r->dir_synced_seq = seq;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		pthread_mutex_lock(&r->llock);
+		if (rc) {
+			log_fail(r, errno);
+			pthread_cond_broadcast(&r->lcond);
+			break;
+		}
+		r->ls_seq = seq;
+		r->ls_off = end;
+		if (old) {
+			close(fd);
+			r->nold--;
+			memmove(r->old_fd, r->old_fd + 1, r->nold * sizeof(*r->old_fd));
+			memmove(r->old_seq, r->old_seq + 1, r->nold * sizeof(*r->old_seq));
+			memmove(r->old_end, r->old_end + 1, r->nold * sizeof(*r->old_end));
+			pthread_cond_broadcast(&r->lcond);
+		}
+		log_publish(r, (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec);
+		pthread_mutex_unlock(&r->llock);
+		if (write(r->notify_pipe[1], "", 1) < 0) {
+			/* full: Python is woken already */
+		}
+		pthread_mutex_lock(&r->llock);
+	}
+	pthread_mutex_unlock(&r->llock);
+	if (write(r->notify_pipe[1], "", 1) < 0)
+		return NULL;
+	return NULL;
+}
+
+/* Handle one batch: count, drop copies, group, log, queue. False if stopping. */
 static int handle(struct nrx *r, struct batch *b)
 {
 	const uint8_t *family = b->family, *flags = b->flags;
@@ -830,7 +1119,10 @@ static int handle(struct nrx *r, struct batch *b)
 	const uint32_t *len = b->len;
 	const uint64_t *h = b->h;
 	uint8_t (*addr)[16] = b->addr;
-	int i, got;
+	struct lrec heads[NRX_BATCH];
+	struct iovec iov[2 * NRX_BATCH];
+	uint64_t logged = 0, end;
+	int i, got, n = 0, ok = 1;
 
 	if (b->drops_known) {
 		r->own.kernel_drops += (uint32_t)(b->drops - r->ovfl);
@@ -858,15 +1150,37 @@ static int handle(struct nrx *r, struct batch *b)
 				r->own.duplicates++;
 				continue;
 			}
-			if (groupable(r, b->bufs[i]))
+			if (groupable(r, b->bufs[i])) {
+				end = r->log_fd >= 0 ?
+				      r->log_off + logged + sizeof(struct lrec) + NRX_PACKET : 0;
 				got = group_add(r, family[i], addr[i], port[i], b->arrival,
-						b->bufs[i]);
+						b->bufs[i], end);
+				if (got > 0 && end) {
+					struct lrec *l = &heads[n / 2];
+
+					memset(l, 0, sizeof(*l));
+					l->magic = NRX_LOG_MAGIC;
+					l->len = NRX_PACKET;
+					l->port = port[i];
+					l->family = family[i];
+					l->check = h[i];
+					l->arrival = b->arrival;
+					memcpy(l->addr, addr[i], 16);
+					iov[n++] = (struct iovec){ l, sizeof(*l) };
+					iov[n++] = (struct iovec){ b->bufs[i], NRX_PACKET };
+					logged += sizeof(*l) + NRX_PACKET;
+				}
+			}
 		}
 		if (got < 0 || (!got && !emit_one(r, len[i], port[i], family[i], flags[i],
-						  addr[i], b->arrival, b->bufs[i])))
-			return 0;
+						  addr[i], b->arrival, b->bufs[i]))) {
+			ok = 0;
+			break;
+		}
 	}
-	return 1;
+	if (n && !log_write(r, iov, n, logged))	/* what the groups were told */
+		ok = 0;
+	return ok;
 }
 
 /*
@@ -887,7 +1201,7 @@ static void *rx_thread(void *arg)
 		while (!r->nfull && !r->read_done && !r->stopping) {
 			struct timespec until;
 
-			if (!r->ngroups) {
+			if (!r->ngroups && (r->log_fd < 0 || !r->log_off)) {
 				pthread_cond_wait(&r->qfull, &r->qlock);
 				continue;
 			}
@@ -918,6 +1232,8 @@ static void *rx_thread(void *arg)
 		if (!more) {
 			groups_flush(r, 0);
 			publish(r);
+			if (!log_age(r))
+				break;
 		}
 		/*
 		 * Wake Python's selector if records were queued (copies only
@@ -946,14 +1262,80 @@ static void *rx_thread(void *arg)
 
 void nrx_stop(struct nrx *r);
 
+/* Sync what was written, end the log thread, close the log's files. */
+static void log_stop(struct nrx *r)
+{
+	pthread_mutex_lock(&r->llock);
+	r->log_stop = 1;
+	pthread_cond_broadcast(&r->lcond);
+	pthread_mutex_unlock(&r->llock);
+	if (r->logger_started)
+		pthread_join(r->logger, NULL);
+	r->logger_started = 0;
+	while (r->nold)
+		close(r->old_fd[--r->nold]);
+	if (r->lw_fd >= 0)
+		close(r->lw_fd);
+	if (r->log_dir >= 0)
+		close(r->log_dir);
+	r->lw_fd = r->log_fd = r->log_dir = -1;
+	free(r->log_path);
+	r->log_path = NULL;
+}
+
+/*
+ * The packet log's first segment, <@prefix><@seq> (a new file), and its
+ * thread.  On failure the receiver runs without a log (log_error says why).
+ */
+static void log_start(struct nrx *r, const char *prefix, uint64_t seq)
+{
+	const char *slash = strrchr(prefix, '/');
+	char *dir;
+
+	r->log_prefix_len = strlen(prefix);
+	r->log_path = malloc(r->log_prefix_len + 24);
+	dir = slash ? strndup(prefix, slash == prefix ? 1 : (size_t)(slash - prefix)) :
+		      strdup(".");
+	if (!r->log_path || !dir) {
+		free(dir);
+		r->log_failed = ENOMEM;
+		return;
+	}
+	memcpy(r->log_path, prefix, r->log_prefix_len + 1);
+	r->log_dir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	r->log_fd = r->log_dir < 0 ? -1 : log_open(r, seq);
+	if (r->log_fd < 0) {
+		r->log_failed = errno ? errno : EIO;
+		return;
+	}
+	r->lw_fd = r->log_fd;
+	r->log_seq = r->lw_seq = r->ls_seq = seq;
+	r->dir_synced_seq = seq - 1;
+	errno = pthread_create(&r->logger, NULL, log_thread, r);
+	if (errno) {
+		r->log_failed = errno;
+		close(r->log_fd);
+		unlink(r->log_path);
+		r->log_fd = r->lw_fd = -1;
+		return;
+	}
+	r->logger_started = 1;
+	pthread_setname_np(r->logger, "nrx-log");
+}
+
 /*
  * Start a receive thread on @fd (a bound UDP socket) with a ring of
- * @ring_bytes; dumps of up to @max_count packets are grouped.  With
- * @max_count 0 the socket is not netoops': every datagram is passed on
- * as it is (no copy dropped, none grouped), as netconsole needs.  Returns
- * NULL (errno set) on failure.
+ * @ring_bytes; dumps of up to @max_count packets are grouped, and with
+ * @log_prefix (a path prefix; NULL: none) their packets go to the packet
+ * log from segment @log_seq (> 0) on, each closed beyond NRX_LOG_SEGMENT
+ * bytes or @log_age seconds after its first packet.  With @max_count 0 the socket is
+ * not netoops': every datagram is passed on as it is (no copy dropped,
+ * none grouped, no log), as netconsole needs.  Returns NULL (errno set)
+ * on failure.
  */
-struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count)
+struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count, const char *log_prefix,
+		      uint64_t log_seq, double log_age)
 {
 	struct nrx *r = calloc(1, sizeof(*r));
 	pthread_condattr_t attr;
@@ -962,6 +1344,7 @@ struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count)
 		return NULL;
 	r->fd = fd;
 	r->stop_pipe[0] = r->stop_pipe[1] = r->notify_pipe[0] = r->notify_pipe[1] = -1;
+	r->log_fd = r->lw_fd = r->log_dir = -1;
 	errno = 0;
 	r->cap = ring_bytes & ~(size_t)7;
 	r->ring = big_alloc(r->cap);
@@ -988,6 +1371,15 @@ struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count)
 	pthread_cond_init(&r->qfull, &attr);
 	pthread_cond_init(&r->qfree, &attr);
 	pthread_condattr_destroy(&attr);
+	pthread_mutex_init(&r->llock, NULL);
+	pthread_cond_init(&r->lcond, NULL);
+	if (log_prefix && max_count && log_seq) {
+		r->log_age = log_age;
+		log_start(r, log_prefix, log_seq);
+		r->st.log_seq = r->log_fd >= 0 ? log_seq : 0;
+		r->st.log_synced_seq = r->log_fd >= 0 ? log_seq : 0;
+		r->st.log_error = r->log_failed;
+	}
 	errno = pthread_create(&r->thread, NULL, rx_thread, r);
 	if (!errno) {
 		/* names for top -H and perf: "nrx-read", "nrx-handle" */
@@ -1004,11 +1396,17 @@ struct nrx *nrx_start(int fd, size_t ring_bytes, uint32_t max_count)
 		}
 	}
 	if (errno) {
+		int err = errno;
+
+		log_stop(r);
 		pthread_mutex_destroy(&r->lock);
 		pthread_cond_destroy(&r->cond);
 		pthread_mutex_destroy(&r->qlock);
 		pthread_cond_destroy(&r->qfull);
 		pthread_cond_destroy(&r->qfree);
+		pthread_mutex_destroy(&r->llock);
+		pthread_cond_destroy(&r->lcond);
+		errno = err;
 		goto fail;
 	}
 	return r;
@@ -1146,6 +1544,9 @@ void nrx_stop(struct nrx *r)
 		return;		/* cannot happen with an empty pipe; leak rather than hang */
 	pthread_join(r->reader, NULL);
 	pthread_join(r->thread, NULL);
+	log_stop(r);
+	pthread_mutex_destroy(&r->llock);
+	pthread_cond_destroy(&r->lcond);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	pthread_mutex_destroy(&r->qlock);

@@ -55,6 +55,13 @@ def encode(dump: Dump) -> bytes:
     return b"".join(encode_parts(dump))
 
 
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 def _write_all(fd: int, parts: list[bytes]) -> None:
     """Write ``parts`` in order with writev(), however little each call takes."""
     views = [memoryview(p) for p in parts if p]
@@ -104,6 +111,10 @@ class Journal:
         self._lock = threading.Lock()
         self._where: dict[tuple[int, int], int] = {}    # (uid, revision) -> segment
         self._count: dict[int, int] = {}                # segment -> dumps not stored
+        # Packet log segments (the C receiver's) that hold dumps not stored.
+        self._held: dict[tuple[int, int], list[Path]] = {}  # (uid, revision) -> segments
+        self._held_count: dict[Path, int] = {}
+        self._closed: set[Path] = set()     # no longer written: deleted when emptied
         found = self.segments()
         self._seq = found[-1][0] + 1 if found else 1
         self._fd = -1
@@ -112,6 +123,21 @@ class Journal:
 
     def path(self, seq: int) -> Path:
         return self.dir / f"{self.prefix}{seq:08d}"
+
+    def packet_log_prefix(self, receiver: int) -> str:
+        """Where C receiver number ``receiver`` writes its packet log:
+        ``<db>.packets<receiver>.<seq>``."""
+        return str(self.dir / f"{self.prefix[:-len('journal.')]}packets{receiver}.")
+
+    def packet_logs(self) -> list[Path]:
+        """Every packet log segment of every receiver, oldest first in each."""
+        stem = self.prefix[:-len("journal.")] + "packets"
+        found = []
+        for p in self.dir.glob(stem + "*"):
+            receiver, _, seq = p.name[len(stem):].partition(".")
+            if receiver.isdigit() and seq.isdigit():
+                found.append((int(receiver), int(seq), p))
+        return [p for _, _, p in sorted(found)]
 
     def segments(self) -> list[tuple[int, Path]]:
         out = []
@@ -193,6 +219,43 @@ class Journal:
             seq = self._where.pop((dump.uid, dump.revision), None)
             if seq is not None:
                 self._drop(seq)
+            for path in self._held.pop((dump.uid, dump.revision), ()):
+                self._unhold(path)
+
+    # -- the packet log ----------------------------------------------------
+    def hold(self, dump: Dump, paths: list[Path]) -> None:
+        """``dump`` is durable in packet log segments ``paths`` (not in a
+        segment of this journal): they stay until it is released."""
+        with self._lock:
+            self._held[(dump.uid, dump.revision)] = paths
+            for path in paths:
+                self._held_count[path] = self._held_count.get(path, 0) + 1
+
+    def unhold(self, dump: Dump) -> None:
+        """``dump`` goes into this journal after all (the packet log failed)."""
+        with self._lock:
+            for path in self._held.pop((dump.uid, dump.revision), ()):
+                self._unhold(path)
+
+    def _unhold(self, path: Path) -> None:
+        left = self._held_count[path] - 1
+        if left:
+            self._held_count[path] = left
+            return
+        del self._held_count[path]
+        if path in self._closed:
+            self._closed.discard(path)
+            _remove(path)
+
+    def log_closed(self, paths: list[Path]) -> None:
+        """These packet log segments are written no more: delete those that
+        hold nothing to store, and the others once they do not."""
+        with self._lock:
+            for path in paths:
+                if path in self._held_count:
+                    self._closed.add(path)
+                else:
+                    _remove(path)
 
     def _drop(self, seq: int) -> None:
         left = self._count[seq] - 1

@@ -400,6 +400,7 @@ class Reassembler:
         nothing here keeps it."""
         if now is None:
             now = self.clock()
+        self.whole_taken = None
         n = len(hashes)
         first = bytes(packets[:_PACKET_SIZE])
         hdr = _PREFIX_UNPACK(first)
@@ -431,7 +432,9 @@ class Reassembler:
         stats = self.stats
         stats["packets"] += n
         stats["accepted"] += n
-        out.append(self._finalise(entry, COMPLETE, now, hashes, raw.replace(b"\0", b"")))
+        dump = self._finalise(entry, COMPLETE, now, hashes, raw.replace(b"\0", b""))
+        self.whole_taken = dump
+        out.append(dump)
         return out
 
     def expire(self, now: float | None = None) -> list[Dump]:

@@ -29,26 +29,45 @@ _REC = struct.Struct("<IHBB16sd")      # len, port, family, flags, address, arri
 _REC_SIZE = _REC.size                   # 32
 _STAT_NAMES = ("packets", "duplicates", "kernel_drops", "ring_waits", "ring_used_max",
                "ring_used", "ovfl", "error", "exited", "grouped", "group_flushes",
-               "group_bytes", "groups", "last_read_ns")
+               "group_bytes", "groups", "last_read_ns", "log_seq", "log_synced_seq",
+               "log_synced_off", "log_synced_ns", "log_error")
 DEFAULT_RING = 256 << 20
+LOG_AGE = 60.0          # seconds a packet log segment is written at most
 _TAKE = 4 << 20
-_CUT, _GROUP, _WHOLE = 1, 2, 4
+_CUT, _GROUP, _WHOLE, _MARK = 1, 2, 4, 8
+_BELOW = struct.Struct("=Q")
+_POS = struct.Struct("=QQQ")     # a whole group's first and last log segment, end
 _P = proto.PACKET_SIZE
 
 
 class Group(NamedTuple):
     """A whole dump: its packets in packet_no order (``count`` of them, one
-    header each), and :func:`chunk_hash` of each packet's data."""
+    header each), and :func:`chunk_hash` of each packet's data; where its
+    last packet ends in the packet log, (segment, offset), or (0, 0), and
+    the segment of its first packet there."""
 
     packets: bytes | memoryview     # from take(): valid until the next take()
     hashes: array  # type: ignore[type-arg]
+    log_pos: tuple[int, int] = (0, 0)
+    log_first: int = 0
 
     @property
     def count(self) -> int:
         return len(self.hashes)
 
 
-Datagram = Union[bytes, Group]
+class LogMark(NamedTuple):
+    """Not a datagram: the packet log's segments below ``below`` may be
+    deleted once the dumps taken from them before this are stored."""
+
+    below: int
+
+    @property
+    def count(self) -> int:
+        return 0
+
+
+Datagram = Union[bytes, Group, LogMark]
 
 
 class _Stats(ctypes.Structure):
@@ -76,7 +95,10 @@ def load() -> ctypes.CDLL | None:
             return None
         lib = ctypes.CDLL(str(path), use_errno=True)
         lib.nrx_start.restype = ctypes.c_void_p
-        lib.nrx_start.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_uint32]
+        lib.nrx_start.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_uint32,
+                                  ctypes.c_char_p, ctypes.c_uint64, ctypes.c_double]
+        lib.nrx_packet_hash.restype = ctypes.c_uint64
+        lib.nrx_packet_hash.argtypes = [ctypes.c_char_p, ctypes.c_uint16, ctypes.c_char_p]
         lib.nrx_hash.restype = ctypes.c_uint64
         lib.nrx_hash.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         lib.nrx_notify_fd.restype = ctypes.c_int
@@ -98,14 +120,21 @@ class CReceiver:
     """A receive thread on ``sock``; the socket stays the caller's."""
 
     def __init__(self, sock: socket.socket, ring_bytes: int = DEFAULT_RING,
-                 max_count: int = proto.MAX_PACKET_COUNT) -> None:
+                 max_count: int = proto.MAX_PACKET_COUNT, log_prefix: str | None = None,
+                 log_seq: int = 1, log_age: float = LOG_AGE) -> None:
+        """``log_prefix``: the packet log's segments are ``<log_prefix><seq>``
+        (eight digits), from ``log_seq`` on, each closed beyond 64 MiB or
+        ``log_age`` seconds after its first packet (see _rx.c)."""
         lib = load()
         if lib is None:
             raise OSError("the C receiver (_netoops_rx) is not built")
         self._lib = lib
         self.sock = sock
         self.ring_bytes = ring_bytes
-        handle = lib.nrx_start(sock.fileno(), ring_bytes, max_count)
+        self.log_prefix = log_prefix
+        handle = lib.nrx_start(sock.fileno(), ring_bytes, max_count,
+                               os.fsencode(log_prefix) if log_prefix else None, log_seq,
+                               log_age)
         if not handle:
             err = ctypes.get_errno() or 12
             raise OSError(err, f"cannot start the receive thread: {os.strerror(err)}")
@@ -145,6 +174,10 @@ class CReceiver:
         while off < n:
             length, port, family, flags, addr, _ = unpack(raw, off)
             start = off + _REC_SIZE
+            if flags & _MARK:
+                yield LogMark(*_BELOW.unpack_from(raw, start)), "", 0
+                off = start + ((length + _REC_SIZE + 7) & ~7) - _REC_SIZE
+                continue
             host = names.get(addr) if family == 4 else names.get(addr + b"6")
             if host is None:
                 host = _address(family, addr)
@@ -152,11 +185,13 @@ class CReceiver:
                     names.clear()
                 names[addr if family == 4 else addr + b"6"] = host
             if flags & _WHOLE:
-                count = length // (_P + 8)
+                count = (length - _POS.size) // (_P + 8)
                 hashes = array("q")
-                hashes.frombytes(raw[start + count * _P:start + length])
+                hashes.frombytes(raw[start + count * _P:start + length - _POS.size])
+                first, seq, end = _POS.unpack_from(raw, start + length - _POS.size)
                 # not copied: a dump is handled before the next take()
-                yield Group(raw[start:start + count * _P], hashes), host, port
+                yield (Group(raw[start:start + count * _P], hashes, (seq, end), first),
+                       host, port)
             elif flags & _GROUP:
                 for at in range(start, start + length, _P):
                     yield raw[at:at + _P].tobytes(), host, port
@@ -202,6 +237,42 @@ class CReceiver:
             h, self._h = self._h, None
         if h is not None:
             self._lib.nrx_stop(h)
+
+
+_LREC = struct.Struct("=IIHB5xQd16s")     # struct lrec: magic, len, port, family, check,
+_LOG_MAGIC = 0x31504C4E                    # arrival, address
+
+
+def log_segments(prefix: str) -> list[tuple[int, Path]]:
+    """The packet log's segment files ``<prefix><seq>``, by seq."""
+    base = Path(prefix)
+    out = []
+    for p in base.parent.glob(base.name + "*"):
+        tail = p.name[len(base.name):]
+        if tail.isdigit():
+            out.append((int(tail), p))
+    return sorted(out)
+
+
+def read_log(buf: bytes) -> tuple[list[tuple[bytes, str, int, float]], bool]:
+    """The records of a packet log segment as (packet, address, port,
+    arrival), and whether it ended cleanly (not with a cut or damaged
+    record, as a crash in the middle of a write leaves)."""
+    lib = load()
+    assert lib is not None
+    out = []
+    off = 0
+    while off + _LREC.size <= len(buf):
+        magic, length, port, family, check, arrival, addr = _LREC.unpack_from(buf, off)
+        end = off + _LREC.size + length
+        if magic != _LOG_MAGIC or length != _P or family not in (4, 6) or end > len(buf):
+            return out, False
+        pkt = buf[off + _LREC.size:end]
+        if lib.nrx_packet_hash(addr, port, pkt) != check:
+            return out, False
+        out.append((pkt, _address(family, addr), port, arrival))
+        off = end
+    return out, off == len(buf)
 
 
 def chunk_hash(data: bytes) -> int:

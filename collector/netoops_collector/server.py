@@ -82,6 +82,7 @@ _RETRY_FIRST, _RETRY_MAX = 1.0, 30.0    # backoff after a database error
 _MAX_PENDING_BYTES = 64 << 20           # unsaved logs kept in memory, then spooled
 _SHUTDOWN_READ = 2.0     # seconds of reading what the sockets hold at shutdown
 _SHUTDOWN_STORE = 5.0    # seconds of retrying the database at shutdown
+_SHUTDOWN_LOG = 2.0      # seconds of waiting for a packet log to be synced at shutdown
 _MAX_ROWS = 1 << 16      # dump uids whose stored row is remembered (for repairs)
 _NICER = 10              # the main thread's nice value over the receive threads
 
@@ -299,6 +300,7 @@ class Server:
             raise StoreError(f"{base.parent}: cannot create: {err.strerror}") from err
         self.spool = spool_path(base)
         self.journal = Journal(base)
+        self._old_logs = self.journal.packet_logs()     # an earlier run's, to replay
         self._journal_failing = False
         self._durable = 0
         # Held by the main thread while it feeds the reassembler (whose stats
@@ -316,6 +318,10 @@ class Server:
         self._sync_halt = False
         self._syncer: threading.Thread | None = None
         self._fresh: list[Dump] = []   # finalised this round, not yet in the journal
+        # Taken whole from a C receiver whose packet log holds them: durable
+        # once the log is synced past their last packet (not journaled).
+        self._in_log: list[Dump] = []
+        self._log_failed: set[int] = set()     # receivers whose log failure was logged
         self.sel = selectors.DefaultSelector()
         self.socks: list[socket.socket] = []
         self.receivers: list[rx.CReceiver] = []
@@ -432,10 +438,19 @@ class Server:
         """The C receive thread for ``sock``, if configured and built."""
         if self.cfg.receiver == "python" or (self.cfg.receiver == "auto" and rx.load() is None):
             return None
+        prefix = self.journal.packet_log_prefix(len(self.receivers))
+        found = rx.log_segments(prefix)
         try:
-            receiver = rx.CReceiver(sock, self.cfg.ring_bytes, self.cfg.limits.max_packet_count)
+            receiver = rx.CReceiver(sock, self.cfg.ring_bytes, self.cfg.limits.max_packet_count,
+                                    prefix, found[-1][0] + 1 if found else 1)
         except OSError as err:
             raise ListenError(f"cannot start the C receiver: {err}") from None
+        st = receiver.stats()
+        if st["log_error"]:
+            self._log_failed.add(id(receiver))
+            self.log(f"packet log {prefix}N: {os.strerror(int(st['log_error']))}; dumps are "
+                     "durable once journaled by Python")
+
         self.reasm.chunk_hash = rx.chunk_hash     # what its groups come with
         self.receivers.append(receiver)
         self._rx_seen[id(receiver)] = dict.fromkeys(("packets", "duplicates", "kernel_drops"), 0)
@@ -444,14 +459,17 @@ class Server:
     def _read_c(self, receiver: rx.CReceiver) -> int:
         """Take what the C thread queued; returns how many datagrams."""
         receiver.drain()
-        n = self._feed(receiver.take())
+        n = self._feed(receiver.take(), receiver)
         if n:
             self._lag["queue"] = max(self._lag["queue"], time.time() - receiver.oldest)
         self._fold(receiver)
         return n
 
-    def _feed(self, items: Iterable[tuple[rx.Datagram, str, int]]) -> int:
-        """Feed what a C thread passed on; returns how many datagrams."""
+    def _feed(self, items: Iterable[tuple[rx.Datagram, str, int]],
+              receiver: rx.CReceiver | None = None) -> int:
+        """Feed what a C thread passed on; returns how many datagrams.  A
+        dump taken whole whose packets are all in the receiver's packet log
+        is marked with where (``log_pos``): see :meth:`_publish`."""
         feed = self.reasm.feed
         fresh = self._fresh
         now = self.clock()
@@ -461,9 +479,21 @@ class Server:
                 if type(buf) is bytes:
                     got = feed(buf, host, port, now)
                     n += 1
+                elif type(buf) is rx.LogMark:
+                    if receiver is not None and receiver.log_prefix:
+                        self.journal.log_closed([p for s, p in rx.log_segments(
+                            receiver.log_prefix) if s < buf.below])
+                    continue
                 else:
                     got = self.reasm.feed_group(buf.packets, buf.hashes, host, port, now)
                     n += buf.count
+                    whole = self.reasm.whole_taken
+                    if whole is not None and buf.log_pos[0] and receiver is not None:
+                        # every segment with a packet of it stays until it is stored
+                        whole.log_pos = (receiver, buf.log_pos)  # type: ignore[attr-defined]
+                        self.journal.hold(whole, [
+                            Path(f"{receiver.log_prefix}{seq:08d}")
+                            for seq in range(buf.log_first, buf.log_pos[0] + 1)])
                 if got:
                     fresh.extend(got)
         return n
@@ -477,9 +507,11 @@ class Server:
             self.log(f"the receive thread failed ({os.strerror(int(st['error']))}); "
                      "reading the socket from Python")
             self._retire(receiver)
-            while self._feed(receiver.take()):     # what it queued before it ended
+            while self._feed(receiver.take(), receiver):   # what it queued before it ended
                 pass
+            self._settle_log(receiver)
             receiver.stop()
+            self._close_log(receiver)
             self.sel.register(receiver.sock, selectors.EVENT_READ)
         seen = self._rx_seen[id(receiver)]
         dups = st["duplicates"] - seen["duplicates"]
@@ -489,6 +521,10 @@ class Server:
             self.stats["kernel_drops"] += st["kernel_drops"] - seen["kernel_drops"]
         seen.update((k, st[k]) for k in seen)
         self._last_read = max(self._last_read, st["last_read_ns"] / 1e9)
+        if st["log_error"] and receiver.log_prefix and id(receiver) not in self._log_failed:
+            self._log_failed.add(id(receiver))
+            self.log(f"packet log {receiver.log_prefix}N: {os.strerror(int(st['log_error']))}; "
+                     "dumps are durable once journaled by Python from now on")
         # What Python reads from the socket later reports the kernel's total again.
         self._drops[receiver.sock.fileno()] = int(st["ovfl"])
 
@@ -590,6 +626,12 @@ class Server:
         receiving meanwhile.  If the journal fails they go on all the same
         (the database still takes them); the failure is counted and logged."""
         fresh, self._fresh = self._fresh, []
+        if any(getattr(d, "log_pos", None) for d in fresh):
+            logged = [d for d in fresh if getattr(d, "log_pos", None)]
+            fresh = [d for d in fresh if not getattr(d, "log_pos", None)]
+            self._in_log += logged
+        if self._in_log:
+            fresh += self._check_logged()
         if not fresh:
             return
         try:
@@ -617,17 +659,91 @@ class Server:
             if self._journal_failing:
                 self.log("journal writable again")
             self._journal_failing = False
-            self._durable += len(dumps)
-            synced = time.time()
-            delay = max(0.0, synced - min(d.finalised for d in dumps))
-            self._lag["durable"] = max(self._lag["durable"], delay)
-            if self.cfg.log_journal:
-                self.log(f"journal: {len(dumps)} dump(s) durable, {self._durable} this "
-                         f"run; {delay:.3f}s after they were finalised; synced at "
-                         f"{_iso_us(synced)}")
+            self._made_durable(dumps, time.time(), "journal")
         with self._cv:
             self._ready.extend(dumps)
             self._cv.notify()
+
+    def _made_durable(self, dumps: list[Dump], synced: float, where: str) -> None:
+        """Count ``dumps`` durable as of ``synced`` and say so (--log-journal)."""
+        with self._mu:
+            self._durable += len(dumps)
+            total = self._durable
+        delay = max(0.0, synced - min(d.finalised for d in dumps))
+        self._lag["durable"] = max(self._lag["durable"], delay)
+        if self.cfg.log_journal:
+            self.log(f"journal: {len(dumps)} dump(s) durable, {total} this "
+                     f"run; {delay:.3f}s after they were finalised; synced at "
+                     f"{_iso_us(synced)}" + (f" ({where})" if where != "journal" else ""))
+
+    def _settle_log(self, receiver: rx.CReceiver) -> None:
+        """Before ``receiver`` stops: its dumps waiting for the packet log
+        are handed on once synced (within a bound), or journaled."""
+        self._publish()
+        mine = [d for d in self._in_log
+                if d.log_pos[0] is receiver]  # type: ignore[attr-defined]
+        if not mine:
+            return
+        others = [d for d in self._in_log
+                  if d.log_pos[0] is not receiver]  # type: ignore[attr-defined]
+        self._in_log = mine
+        failed = self._check_logged(wait=_SHUTDOWN_LOG)
+        for d in self._in_log:          # not synced in time: journaled instead
+            self.journal.unhold(d)
+            d.log_pos = None  # type: ignore[attr-defined]
+        self._fresh += failed + self._in_log
+        self._in_log = others
+        self._publish()
+
+    def _close_log(self, receiver: rx.CReceiver) -> None:
+        """A stopped receiver's packet log segments are written no more."""
+        if receiver.log_prefix:
+            self.journal.log_closed([p for _, p in rx.log_segments(receiver.log_prefix)])
+
+    def _check_logged(self, wait: float = 0.0) -> list[Dump]:
+        """Hand the dumps the packet log has synced to the storing thread
+        (waiting up to ``wait`` seconds for the log to get there); returns
+        those whose receiver's log failed, to be journaled instead."""
+        end = self.clock() + wait
+        while True:
+            synced: dict[int, tuple[tuple[int, int], float, bool]] = {}
+            for d in self._in_log:
+                receiver = d.log_pos[0]  # type: ignore[attr-defined]
+                if id(receiver) not in synced:
+                    try:
+                        st = receiver.stats()
+                    except ValueError:      # stopped: what it synced is unknown
+                        synced[id(receiver)] = ((0, 0), 0.0, True)
+                        continue
+                    synced[id(receiver)] = ((int(st["log_synced_seq"]),
+                                             int(st["log_synced_off"])),
+                                            st["log_synced_ns"] / 1e9, bool(st["log_error"]))
+            done: list[Dump] = []
+            failed: list[Dump] = []
+            waiting: list[Dump] = []
+            at = 0.0
+            for d in self._in_log:
+                receiver, pos = d.log_pos  # type: ignore[attr-defined]
+                upto, when, error = synced[id(receiver)]
+                if upto >= pos:
+                    done.append(d)
+                    at = max(at, when, d.finalised)
+                elif error:
+                    failed.append(d)
+                else:
+                    waiting.append(d)
+            self._in_log = waiting
+            if done:
+                self._made_durable(done, at, "packet log")
+                with self._cv:
+                    self._ready.extend(done)
+                    self._cv.notify()
+            for d in failed:
+                self.journal.unhold(d)
+                d.log_pos = None  # type: ignore[attr-defined]
+            if failed or not waiting or self.clock() >= end:
+                return failed
+            time.sleep(0.005)
 
     def _journal_failed(self, err: JournalError) -> None:
         with self._mu:
@@ -658,6 +774,39 @@ class Server:
             self._sync_cv.notify()
         thread.join()
 
+    def _replay_packet_log(self) -> tuple[list[tuple[Dump, list[Path]]], list[Path], list[str]]:
+        """The dumps in the packet log segments an earlier run left (its C
+        receivers wrote them; not all of it was stored): each receiver's
+        packets fed again, as they arrived, each dump with the segments
+        that may hold its packets; the segments read; notes."""
+        by_receiver: dict[str, list[Path]] = {}
+        for path in self._old_logs:
+            by_receiver.setdefault(path.name.rsplit(".", 1)[0], []).append(path)
+        found: list[tuple[Dump, list[Path]]] = []
+        read: list[Path] = []
+        notes = []
+        for segments in by_receiver.values():
+            arrival = [0.0]
+            reasm = Reassembler(self.cfg.limits, wallclock=lambda: arrival[0],
+                                chunk_hash=rx.chunk_hash)
+            done: list[Path] = []
+            for path in segments:
+                try:
+                    records, clean = rx.read_log(path.read_bytes())
+                except OSError as err:      # kept for a later start
+                    notes.append(f"{path}: {err.strerror}")
+                    continue
+                if not clean:
+                    notes.append(f"{path}: ends with a damaged or cut record after "
+                                 f"{len(records)} packet(s)")
+                done.append(path)
+                for pkt, host, port, when in records:
+                    arrival[0] = when
+                    found += [(d, list(done)) for d in reasm.feed(pkt, host, port, when)]
+            found += [(d, list(done)) for d in reasm.flush(arrival[0])]
+            read += done
+        return found, read, notes
+
     def _replay_journal(self) -> None:
         """Queue what an earlier run journaled but did not store."""
         found, notes = self.journal.replay()
@@ -668,10 +817,29 @@ class Server:
             key = (d.source, d.port, d.boot_id, d.dump_id, d.first_packet)
             if key not in latest or d.revision >= latest[key][0].revision:
                 latest[key] = (d, seq)
+        # The packet log (without the C receiver it is left for a later
+        # start): a dump there that the journal holds as completely is the
+        # journal's; its first_packet is the C thread's arrival, not the
+        # time Python first saw it, so the database is asked without it.
+        logged: dict[int, list[Path]] = {}
+        read: list[Path] = []
+        if rx.load() is not None and self._old_logs:
+            from_log, read, notes = self._replay_packet_log()
+            for note in notes:
+                self.log(escape(f"packet log: {note}"))
+            most: dict[tuple, int] = {}  # type: ignore[type-arg]
+            for d, _ in latest.values():
+                k = (d.source, d.port, d.boot_id, d.dump_id)
+                most[k] = max(most.get(k, 0), d.packets_received)
+            for d, paths in from_log:
+                if most.get((d.source, d.port, d.boot_id, d.dump_id), -1) < d.packets_received:
+                    logged[id(d)] = paths
+                    latest[(id(d),)] = (d, -1)
+                    found.append((d, -1))
         queued = 0
         for d, seq in latest.values():
             try:
-                row = self.store.stored_as(d)
+                row = self.store.stored_as(d, any_time=id(d) in logged)
             except db.ERRORS as err:    # stored twice rather than lost
                 self.log(f"journal: cannot check the database ({err}); storing it again")
                 row = None
@@ -681,10 +849,14 @@ class Server:
             d.uid = self._spool_uid
             if row is not None:     # a repair of what is stored
                 self._rows[d.uid] = row[0]
-            self.journal.keep(d, seq)
+            if id(d) in logged:
+                self.journal.hold(d, logged[id(d)])
+            else:
+                self.journal.keep(d, seq)
             self._ready.append(d)
             queued += 1
         self.journal.forget_unkept()
+        self.journal.log_closed(read)
         if found:
             self.log(f"journal: {len(found)} dump(s) from an earlier run, {queued} of them "
                      "not in the database: queued for storing")
@@ -786,9 +958,12 @@ class Server:
             receiver.halt()
         for receiver in list(self.receivers):
             self._retire(receiver)
-            self._feed(receiver.finish(time.monotonic() + max(0.0, end - self.clock())))
+            self._feed(receiver.finish(time.monotonic() + max(0.0, end - self.clock())),
+                       receiver)
             self._fold(receiver)
+            self._settle_log(receiver)
             receiver.stop()
+            self._close_log(receiver)
         for sock in self.socks:
             limit = max(1, sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
                         // proto.PACKET_SIZE // _BATCH + 1)

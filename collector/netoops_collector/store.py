@@ -621,13 +621,25 @@ class Store:
             "ON CONFLICT (name) DO UPDATE SET value = stats.value + excluded.value",
             [(k, v) for k, v in sorted(stats.items()) if v])
 
-    def stored_as(self, dump: Dump) -> tuple[int, float, int] | None:
+    def stored_as(self, dump: Dump, any_time: bool = False) -> tuple[int, float, int] | None:
         """The row stored for ``dump`` or an earlier revision of it: (id,
-        received, packets_received), or None."""
-        row = self.conn.execute(
-            "SELECT id, received, packets_received FROM dumps WHERE source = ? AND boot_id = ?"
-            " AND dump_id = ? AND source_port = ? AND first_packet = ? ORDER BY id DESC",
-            (dump.source, dump.boot_id, dump.dump_id, dump.port, dump.first_packet)).fetchone()
+        received, packets_received), or None.  ``any_time``: whenever its
+        first packet came (a dump rebuilt from the packet log, whose clock
+        is the C thread's), the most complete such row."""
+        if any_time:
+            row = self.conn.execute(
+                "SELECT id, received, packets_received FROM dumps WHERE source = ? AND "
+                "boot_id = ? AND dump_id = ? AND source_port = ? AND type = ? AND "
+                "packet_count = ? ORDER BY packets_received DESC, id DESC",
+                (dump.source, dump.boot_id, dump.dump_id, dump.port, dump.type,
+                 dump.packet_count)).fetchone()
+        else:
+            row = self.conn.execute(
+                "SELECT id, received, packets_received FROM dumps WHERE source = ? AND "
+                "boot_id = ? AND dump_id = ? AND source_port = ? AND first_packet = ? "
+                "ORDER BY id DESC",
+                (dump.source, dump.boot_id, dump.dump_id, dump.port,
+                 dump.first_packet)).fetchone()
         return None if row is None else (int(row[0]), float(row[1]), int(row[2]))
 
     def close(self) -> None:

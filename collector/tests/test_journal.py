@@ -43,8 +43,21 @@ def boots(db: Path) -> list[int]:
         conn.close()
 
 
+def in_packet_log(db: Path) -> list[Dump]:
+    """The complete dumps in the C receivers' packet logs (see _rx.c)."""
+    reasm = Reassembler()
+    out: list[Dump] = []
+    for path in Journal(db).packet_logs():
+        for pkt, host, port, when in rx.read_log(path.read_bytes())[0]:
+            out += reasm.feed(pkt, host, port, when)
+    return out
+
+
 def journaled(db: Path) -> list[Dump]:
-    return [d for _, p in Journal(db).segments() for d in journal.decode(p.read_bytes())[0]]
+    """What is in the journal, or in the packet log (a dump taken whole by
+    the C receiver is durable there and never written to the journal)."""
+    return [d for _, p in Journal(db).segments() for d in journal.decode(p.read_bytes())[0]] \
+        + in_packet_log(db)
 
 
 def wait(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
@@ -257,3 +270,146 @@ def test_the_same_dump_written_twice_is_kept_once(tmp_path: Path):
     j.release(a)
     assert seg.stat().st_size == 0 and j.bytes == 0
     j.close()
+
+
+def test_a_dump_durable_in_the_packet_log_is_stored_after_a_crash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The C receiver's packet log makes a whole dump durable without the
+    journal; what a crash leaves of it (copied while analysis is held) is
+    replayed and stored by the next start, and its segment then deleted."""
+    monkeypatch.setenv("NETOOPS_RX_LIB", str(rx_lib()))
+    monkeypatch.setattr(rx, "_lib", None)
+    db, crashed = tmp_path / "c.sqlite3", tmp_path / "crashed" / "c.sqlite3"
+    crashed.parent.mkdir()
+    held = threading.Event()
+    real = server.safe_analyse
+
+    def slow_analyse(dump: Dump):  # type: ignore[no-untyped-def]
+        held.wait(10)
+        return real(dump)
+    monkeypatch.setattr(server, "safe_analyse", slow_analyse)
+    err = io.StringIO()
+    srv = Server(ServeConfig(db=db, listen=["127.0.0.1:0"], receiver="c", log_journal=True),
+                 err=err)
+    sent = fixture("null_deref.txt")
+    failed: list[BaseException] = []
+    seg_name: list[str] = []
+
+    def drive() -> None:
+        try:
+            wait(lambda: "synced once per round" in err.getvalue(), "serve started")
+            line = err.getvalue().split("listening on ", 1)[1]
+            port = int(line.split()[0].rsplit(":", 1)[1])
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                for p in packets(sent, boot_id=21, copies=3):
+                    s.sendto(p, ("127.0.0.1", port))
+            wait(lambda: "durable, 1 this run" in err.getvalue(), "dump durable")
+            assert "(packet log)" in err.getvalue()
+            # what a crash now would leave: the packet log, an empty journal
+            assert not [d for _, p in Journal(db).segments()
+                        for d in journal.decode(p.read_bytes())[0]]
+            [seg] = Journal(db).packet_logs()
+            seg_name.append(seg.name)
+            (crashed.parent / seg.name).write_bytes(seg.read_bytes())
+            assert boots(db) == []
+        except BaseException as e:  # noqa: B902 - re-raised in the test's thread
+            failed.append(e)
+        finally:
+            held.set()
+            srv._stop = True
+            try:
+                srv._wake_w.send(b"\0")
+            except OSError:
+                pass
+    t = threading.Thread(target=drive)
+    t.start()
+    try:
+        assert srv.run() == 0
+    finally:
+        held.set()
+        t.join(30)
+    if failed:
+        raise failed[0]
+    assert boots(db) == [21]
+    assert not Journal(db).packet_logs()          # stored: its segment deleted
+    # A crash after it was stored, before its segment went: not stored twice.
+    (db.parent / seg_name[0]).write_bytes((crashed.parent / seg_name[0]).read_bytes())
+    err1 = io.StringIO()
+    srv = Server(ServeConfig(db=db), err=err1)
+    srv._replay_journal()
+    srv._store(everything=True)
+    srv.close()
+    assert "1 dump(s) from an earlier run, 0 of them not in the database" in err1.getvalue()
+    assert boots(db) == [21] and not Journal(db).packet_logs()
+    err2 = io.StringIO()
+    again = Server(ServeConfig(db=crashed), err=err2)
+    again._replay_journal()
+    again._store(everything=True)
+    again.close()
+    assert "journal: 1 dump(s) from an earlier run, 1 of them not in the database" \
+        in err2.getvalue()
+    assert not Journal(crashed).packet_logs()
+    conn = store.open_readonly(crashed)
+    try:
+        [row] = store.list_dumps(conn)
+        d = store.get_dump(conn, row["id"])
+    finally:
+        conn.close()
+    assert d is not None and d["boot_id"] == 21 and d["complete"]
+    assert d["log"] == make_dump(sent, 21).log
+
+
+def test_without_a_packet_log_whole_dumps_are_journaled(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    """A packet log that cannot be created is said at start; dumps the C
+    receiver takes whole are then made durable by the journal."""
+    monkeypatch.setenv("NETOOPS_RX_LIB", str(rx_lib()))
+    monkeypatch.setattr(rx, "_lib", None)
+    monkeypatch.setattr(Journal, "packet_log_prefix",
+                        lambda self, n: str(tmp_path / "gone" / f"c.sqlite3.packets{n}."))
+    db = tmp_path / "c.sqlite3"
+    held = threading.Event()
+    real = server.safe_analyse
+
+    def slow_analyse(dump: Dump):  # type: ignore[no-untyped-def]
+        held.wait(10)
+        return real(dump)
+    monkeypatch.setattr(server, "safe_analyse", slow_analyse)
+    err = io.StringIO()
+    srv = Server(ServeConfig(db=db, listen=["127.0.0.1:0"], receiver="c", log_journal=True),
+                 err=err)
+    failed: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            wait(lambda: "synced once per round" in err.getvalue(), "serve started")
+            assert "packets0.N: No such file or directory; dumps are durable once journaled" \
+                in err.getvalue()
+            line = err.getvalue().split("listening on ", 1)[1]
+            port = int(line.split()[0].rsplit(":", 1)[1])
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                for p in packets(fixture("null_deref.txt"), boot_id=31, copies=3):
+                    s.sendto(p, ("127.0.0.1", port))
+            wait(lambda: "durable, 1 this run" in err.getvalue(), "dump durable")
+            assert "(packet log)" not in err.getvalue()
+            assert [d.boot_id for _, p in Journal(db).segments()
+                    for d in journal.decode(p.read_bytes())[0]] == [31]
+        except BaseException as e:  # noqa: B902 - re-raised in the test's thread
+            failed.append(e)
+        finally:
+            held.set()
+            srv._stop = True
+            try:
+                srv._wake_w.send(b"\0")
+            except OSError:
+                pass
+    t = threading.Thread(target=drive)
+    t.start()
+    try:
+        assert srv.run() == 0
+    finally:
+        held.set()
+        t.join(30)
+    if failed:
+        raise failed[0]
+    assert boots(db) == [31]

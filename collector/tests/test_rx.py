@@ -50,7 +50,7 @@ def take_all(r: rx.CReceiver, want: int, timeout: float = 5
     while size(out) < want and time.monotonic() < end:
         # a group's packets are a view of the receiver's buffer, valid
         # until the next take(): kept here, so copied
-        out += [(rx.Group(bytes(buf.packets), buf.hashes) if isinstance(buf, rx.Group)
+        out += [(buf._replace(packets=bytes(buf.packets)) if isinstance(buf, rx.Group)
                  else buf, host, port) for buf, host, port in r.take(0.05)]
     return out
 
@@ -341,3 +341,108 @@ def test_room_for_a_group_evicts_only_what_it_needs():
         src.close()
     assert size(got) == len(first_copy) and st["kernel_drops"] == 0
     assert st["grouped"] >= 6, st
+
+
+def wait_synced(r: rx.CReceiver, pos: tuple[int, int], timeout: float = 5) -> dict[str, int]:
+    end = time.monotonic() + timeout
+    while True:
+        st = r.stats()
+        if (st["log_synced_seq"], st["log_synced_off"]) >= pos or time.monotonic() > end:
+            return st
+
+
+def test_packet_log_holds_every_grouped_packet_and_says_when_it_is_synced(tmp_path: Path):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    prefix = str(tmp_path / "db.packets0.")
+    r = rx.CReceiver(sock, log_prefix=prefix, log_seq=7)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    src.bind(("127.0.0.1", 0))
+    pkts = packets(fixture("null_deref.txt"), copies=3)
+    n = len(pkts) // 3
+    odd = [b"short", proto.encode(version=9)]
+    try:
+        for p in pkts + odd:
+            src.sendto(p, sock.getsockname())
+        got = take_all(r, n + len(odd))
+        group = got[0][0]
+        assert isinstance(group, rx.Group)
+        st = wait_synced(r, group.log_pos)
+    finally:
+        r.stop()
+        sock.close()
+    port = src.getsockname()[1]
+    src.close()
+    # One copy of each packet, none of the others, in arrival order.
+    record = 48 + proto.PACKET_SIZE
+    assert (group.log_first, group.log_pos) == (7, (7, n * record))
+    assert (st["log_seq"], st["log_error"]) == (7, 0)
+    assert (st["log_synced_seq"], st["log_synced_off"]) == (7, n * record)
+    assert st["log_synced_ns"] / 1e9 == pytest.approx(time.time(), abs=10)
+    assert [seq for seq, _ in rx.log_segments(prefix)] == [7]
+    records, clean = rx.read_log((tmp_path / "db.packets0.00000007").read_bytes())
+    assert clean
+    assert [pkt for pkt, _, _, _ in records] == pkts[:n]
+    assert {(host, p) for _, host, p, _ in records} == {("127.0.0.1", port)}
+    # What a crash in the middle of a write leaves: the records before it.
+    buf = (tmp_path / "db.packets0.00000007").read_bytes()
+    cut, clean = rx.read_log(buf[:-100])
+    assert not clean and len(cut) == n - 1
+    bad = bytearray(buf)
+    bad[3 * record + 100] ^= 1
+    damaged, clean = rx.read_log(bytes(bad))
+    assert not clean and len(damaged) == 3
+
+
+def test_without_a_writable_log_the_receiver_runs_and_says_why(tmp_path: Path):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    r = rx.CReceiver(sock, log_prefix=str(tmp_path / "missing" / "db.packets0."))
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    pkts = packets(fixture("null_deref.txt"), copies=1)
+    try:
+        for p in pkts:
+            src.sendto(p, sock.getsockname())
+        got = take_all(r, len(pkts))
+        st = r.stats()
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+    assert isinstance(got[0][0], rx.Group) and got[0][0].log_pos == (0, 0)
+    assert st["log_error"] == 2 and st["log_seq"] == 0      # ENOENT
+
+
+def test_a_packet_log_segment_is_closed_when_it_ages(tmp_path: Path):
+    """Closed (and synced) once its first packet is log_age old, while
+    nothing more arrives: Python may then delete it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    prefix = str(tmp_path / "db.packets0.")
+    r = rx.CReceiver(sock, log_prefix=prefix, log_age=0.3)
+    src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    pkts = packets(fixture("null_deref.txt"), copies=1)
+    try:
+        for p in pkts:
+            src.sendto(p, sock.getsockname())
+        take_all(r, len(pkts))
+        assert r.stats()["log_seq"] == 1
+        end = time.monotonic() + 5
+        marks: list[rx.Datagram] = []
+        while r.stats()["log_synced_seq"] < 2 and time.monotonic() < end:
+            marks += [d for d, _, _ in r.take(0.05)]
+        marks += [d for d, _, _ in r.take(0.2)]
+        st = r.stats()
+        # in order with the groups: Python may now let segment 1 go
+        assert marks == [rx.LogMark(2)]
+        time.sleep(0.5)         # an empty segment does not age
+        assert r.stats()["log_seq"] == 2
+    finally:
+        r.stop()
+        sock.close()
+        src.close()
+    assert (st["log_seq"], st["log_synced_seq"], st["log_synced_off"]) == (2, 2, 0)
+    [(one, first), (two, second)] = rx.log_segments(prefix)
+    assert (one, two) == (1, 2)
+    assert len(rx.read_log(first.read_bytes())[0]) == len(pkts)
+    assert second.stat().st_size == 0
