@@ -829,7 +829,7 @@ static void *read_thread(void *arg)
 	uint32_t meminfo[SK_MEMINFO_VARS];
 	struct timespec ts;
 	struct batch *b;
-	int error = 0, i, n = 0;
+	int error = 0, i, n = 0, since = 0;
 	socklen_t len;
 
 	for (;;) {
@@ -852,6 +852,7 @@ static void *read_thread(void *arg)
 		}
 		if (__atomic_load_n(&r->halt_req, __ATOMIC_ACQUIRE)) {
 			n = 0;
+			b->drops_known = 0;
 		} else {
 			for (i = 0; i < NRX_BATCH; i++) {
 				b->iovs[i].iov_base = b->bufs[i];
@@ -865,13 +866,18 @@ static void *read_thread(void *arg)
 			/* < 0: EAGAIN, EINTR, an ICMP error: poll again */
 			n = recvmmsg(r->fd, b->msgs, NRX_BATCH, MSG_DONTWAIT, NULL);
 			/*
-			 * The kernel's drop count once per batch: cheaper than
-			 * SO_RXQ_OVFL's control message on every datagram.
+			 * The kernel's drop count when the socket is drained and
+			 * every NRX_WAKE_EVERY full batches: cheaper than
+			 * SO_RXQ_OVFL's control message on every datagram, and
+			 * than a system call for every batch of a burst.
 			 */
 			len = sizeof(meminfo);
-			b->drops_known = n > 0 && !getsockopt(r->fd, SOL_SOCKET, SO_MEMINFO,
-							       meminfo, &len) &&
+			b->drops_known = (n > 0 ? n < NRX_BATCH || ++since >= NRX_WAKE_EVERY :
+					  since > 0) &&
+					 !getsockopt(r->fd, SOL_SOCKET, SO_MEMINFO, meminfo, &len) &&
 					 len > SK_MEMINFO_DROPS * sizeof(uint32_t);
+			if (b->drops_known)
+				since = 0;
 			b->drops = b->drops_known ? meminfo[SK_MEMINFO_DROPS] : 0;
 			describe(r, b, n);
 		}
@@ -879,7 +885,7 @@ static void *read_thread(void *arg)
 		b->n = n > 0 ? n : 0;
 		b->arrival = ts.tv_sec + ts.tv_nsec / 1e9;
 		pthread_mutex_lock(&r->qlock);
-		if (b->n)
+		if (b->n || b->drops_known)	/* a drop count after a burst too */
 			r->full[r->nfull++] = b;	/* never more than NRX_BATCHES */
 		else
 			r->free[r->nfree++] = b;

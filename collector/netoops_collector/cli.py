@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "textfile collector")
     serve.add_argument("--log-journal", action="store_true",
                        help="log a line each time finalised dumps are made durable in the "
-                            "journal (before analysis); for benchmarks")
+                            "journal or the packet log (before analysis); for benchmarks")
 
     select = argparse.ArgumentParser(add_help=False)
     select.add_argument("--since", type=_time, metavar="TIME",
