@@ -132,6 +132,7 @@ class CReceiver:
         self.sock = sock
         self.ring_bytes = ring_bytes
         self.log_prefix = log_prefix
+        self.log_first_seq = log_seq    # this run's segments start here
         handle = lib.nrx_start(sock.fileno(), ring_bytes, max_count,
                                os.fsencode(log_prefix) if log_prefix else None, log_seq,
                                log_age)
@@ -170,14 +171,16 @@ class CReceiver:
         names = self._names
         off = 0
         unpack = _REC.unpack_from
-        self.oldest = unpack(raw, 0)[5]
+        self.oldest = 0.0       # of the first datagram (a mark is none)
         while off < n:
-            length, port, family, flags, addr, _ = unpack(raw, off)
+            length, port, family, flags, addr, arrival = unpack(raw, off)
             start = off + _REC_SIZE
             if flags & _MARK:
                 yield LogMark(*_BELOW.unpack_from(raw, start)), "", 0
                 off = start + ((length + _REC_SIZE + 7) & ~7) - _REC_SIZE
                 continue
+            if not self.oldest:
+                self.oldest = arrival
             host = names.get(addr) if family == 4 else names.get(addr + b"6")
             if host is None:
                 host = _address(family, addr)

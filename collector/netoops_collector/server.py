@@ -482,7 +482,7 @@ class Server:
                 elif type(buf) is rx.LogMark:
                     if receiver is not None and receiver.log_prefix:
                         self.journal.log_closed([p for s, p in rx.log_segments(
-                            receiver.log_prefix) if s < buf.below])
+                            receiver.log_prefix) if receiver.log_first_seq <= s < buf.below])
                     continue
                 else:
                     got = self.reasm.feed_group(buf.packets, buf.hashes, host, port, now)
@@ -696,9 +696,11 @@ class Server:
         self._publish()
 
     def _close_log(self, receiver: rx.CReceiver) -> None:
-        """A stopped receiver's packet log segments are written no more."""
+        """A stopped receiver's packet log segments (this run's: an earlier
+        run's go once replayed) are written no more."""
         if receiver.log_prefix:
-            self.journal.log_closed([p for _, p in rx.log_segments(receiver.log_prefix)])
+            self.journal.log_closed([p for s, p in rx.log_segments(receiver.log_prefix)
+                                     if s >= receiver.log_first_seq])
 
     def _check_logged(self, wait: float = 0.0) -> list[Dump]:
         """Hand the dumps the packet log has synced to the storing thread
@@ -827,15 +829,24 @@ class Server:
             from_log, read, notes = self._replay_packet_log()
             for note in notes:
                 self.log(escape(f"packet log: {note}"))
-            most: dict[tuple, int] = {}  # type: ignore[type-arg]
-            for d, _ in latest.values():
+            # the most complete copy of each dump: the journal's, or the log's
+            best: dict[tuple, tuple] = {}  # type: ignore[type-arg]
+            for key, (d, _) in latest.items():
                 k = (d.source, d.port, d.boot_id, d.dump_id)
-                most[k] = max(most.get(k, 0), d.packets_received)
+                if k not in best or d.packets_received > best[k][0].packets_received:
+                    best[k] = (d, key)
             for d, paths in from_log:
-                if most.get((d.source, d.port, d.boot_id, d.dump_id), -1) < d.packets_received:
-                    logged[id(d)] = paths
-                    latest[(id(d),)] = (d, -1)
-                    found.append((d, -1))
+                k = (d.source, d.port, d.boot_id, d.dump_id)
+                if k in best and best[k][0].packets_received >= d.packets_received:
+                    continue
+                if k in best:       # a less complete copy: not queued as well
+                    old = best[k]
+                    latest.pop(old[1], None)
+                    logged.pop(id(old[0]), None)
+                logged[id(d)] = paths
+                latest[(id(d),)] = (d, -1)
+                best[k] = (d, (id(d),))
+                found.append((d, -1))
         queued = 0
         for d, seq in latest.values():
             try:
@@ -956,14 +967,17 @@ class Server:
         end = self.clock() + _SHUTDOWN_READ
         for receiver in self.receivers:     # all stop reading now, then each is drained
             receiver.halt()
+        drained: list[rx.CReceiver] = []
         for receiver in list(self.receivers):
             self._retire(receiver)
             self._feed(receiver.finish(time.monotonic() + max(0.0, end - self.clock())),
                        receiver)
             self._fold(receiver)
             self._settle_log(receiver)
+            st = receiver.stats()
+            if st["exited"] and not st["ring_used"]:    # else a later start replays it
+                drained.append(receiver)
             receiver.stop()
-            self._close_log(receiver)
         for sock in self.socks:
             limit = max(1, sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
                         // proto.PACKET_SIZE // _BATCH + 1)
@@ -973,6 +987,8 @@ class Server:
             self._fresh += self.reasm.flush()
         self._publish()
         self._stop_syncer()
+        for receiver in drained:    # what it held is journaled, or held until stored
+            self._close_log(receiver)
         self._stop_storer()             # this thread stores the rest
         self._store(everything=True)
         end = self.clock() + _SHUTDOWN_STORE
