@@ -55,6 +55,18 @@ def encode(dump: Dump) -> bytes:
     return b"".join(encode_parts(dump))
 
 
+def numbered(prefix: str) -> list[tuple[int, Path]]:
+    """The files ``<prefix><n>`` (n all digits), as (n, path) by n: the
+    journal's segments, and a C receiver's packet log segments."""
+    base = Path(prefix)
+    out = []
+    for p in base.parent.glob(base.name + "*"):
+        tail = p.name[len(base.name):]
+        if tail.isdigit():
+            out.append((int(tail), p))
+    return sorted(out)
+
+
 def _remove(path: Path) -> None:
     try:
         path.unlink()
@@ -140,12 +152,7 @@ class Journal:
         return [p for _, _, p in sorted(found)]
 
     def segments(self) -> list[tuple[int, Path]]:
-        out = []
-        for p in self.dir.glob(self.prefix + "*"):
-            tail = p.name[len(self.prefix):]
-            if tail.isdigit():
-                out.append((int(tail), p))
-        return sorted(out)
+        return numbered(str(self.dir / self.prefix))
 
     # -- the receive loop ------------------------------------------------
     def write(self, dumps: list[Dump]) -> None:

@@ -246,17 +246,6 @@ _LREC = struct.Struct("=IIHB5xQd16s")     # struct lrec: magic, len, port, famil
 _LOG_MAGIC = 0x31504C4E                    # arrival, address
 
 
-def log_segments(prefix: str) -> list[tuple[int, Path]]:
-    """The packet log's segment files ``<prefix><seq>``, by seq."""
-    base = Path(prefix)
-    out = []
-    for p in base.parent.glob(base.name + "*"):
-        tail = p.name[len(base.name):]
-        if tail.isdigit():
-            out.append((int(tail), p))
-    return sorted(out)
-
-
 def read_log(buf: bytes) -> tuple[list[tuple[bytes, str, int, float]], bool]:
     """The records of a packet log segment as (packet, address, port,
     arrival), and whether it ended cleanly (not with a cut or damaged

@@ -53,7 +53,7 @@ from .ncserve import NetconsoleReceiver
 from .netconsole import DEFAULT_PORT as NETCONSOLE_PORT
 from .rx import source_of as _source
 from .alerts import AlertConfig, Alerts
-from .journal import Journal, JournalError
+from .journal import Journal, JournalError, numbered
 from .metrics import MetricsServer, render, write_textfile
 from .reassembly import Dump, Limits, Reassembler, SourceBudget, format_ranges
 from .report import Report, analyse
@@ -439,7 +439,7 @@ class Server:
         if self.cfg.receiver == "python" or (self.cfg.receiver == "auto" and rx.load() is None):
             return None
         prefix = self.journal.packet_log_prefix(len(self.receivers))
-        found = rx.log_segments(prefix)
+        found = numbered(prefix)
         try:
             receiver = rx.CReceiver(sock, self.cfg.ring_bytes, self.cfg.limits.max_packet_count,
                                     prefix, found[-1][0] + 1 if found else 1)
@@ -481,7 +481,7 @@ class Server:
                     n += 1
                 elif type(buf) is rx.LogMark:
                     if receiver is not None and receiver.log_prefix:
-                        self.journal.log_closed([p for s, p in rx.log_segments(
+                        self.journal.log_closed([p for s, p in numbered(
                             receiver.log_prefix) if receiver.log_first_seq <= s < buf.below])
                     continue
                 else:
@@ -626,10 +626,9 @@ class Server:
         receiving meanwhile.  If the journal fails they go on all the same
         (the database still takes them); the failure is counted and logged."""
         fresh, self._fresh = self._fresh, []
-        if any(getattr(d, "log_pos", None) for d in fresh):
-            logged = [d for d in fresh if getattr(d, "log_pos", None)]
+        if any(getattr(d, "log_pos", None) for d in fresh):     # durable in the packet log
+            self._in_log += [d for d in fresh if getattr(d, "log_pos", None)]
             fresh = [d for d in fresh if not getattr(d, "log_pos", None)]
-            self._in_log += logged
         if self._in_log:
             fresh += self._check_logged()
         if not fresh:
@@ -699,7 +698,7 @@ class Server:
         """A stopped receiver's packet log segments (this run's: an earlier
         run's go once replayed) are written no more."""
         if receiver.log_prefix:
-            self.journal.log_closed([p for s, p in rx.log_segments(receiver.log_prefix)
+            self.journal.log_closed([p for s, p in numbered(receiver.log_prefix)
                                      if s >= receiver.log_first_seq])
 
     def _check_logged(self, wait: float = 0.0) -> list[Dump]:

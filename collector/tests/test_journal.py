@@ -189,15 +189,14 @@ def test_replay_keeps_the_good_records_before_a_damaged_tail(tmp_path: Path):
     assert rows == [(1, True), (2, False)]
 
 
-@pytest.mark.parametrize("receiver", ["python", "c"])
-def test_a_dump_is_durable_while_analysis_is_held_and_receiving_goes_on(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: str):
-    """Server.run() in this (the main) thread, for its signal handlers; the
-    test drives it from another thread over loopback UDP."""
-    if receiver == "c":
-        monkeypatch.setenv("NETOOPS_RX_LIB", str(rx_lib()))
-        monkeypatch.setattr(rx, "_lib", None)
-    db = tmp_path / "c.sqlite3"
+def use_c_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETOOPS_RX_LIB", str(rx_lib()))
+    monkeypatch.setattr(rx, "_lib", None)
+
+
+def hold_analysis(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Analysis waits (at most 10 s) until ``held`` is set; ``entered``
+    says it has begun."""
     held, entered = threading.Event(), threading.Event()
     real = server.safe_analyse
 
@@ -206,31 +205,21 @@ def test_a_dump_is_durable_while_analysis_is_held_and_receiving_goes_on(
         held.wait(10)                             # bounded: a failure cannot hang
         return real(dump)
     monkeypatch.setattr(server, "safe_analyse", slow_analyse)
-    err = io.StringIO()
-    srv = Server(ServeConfig(db=db, listen=["127.0.0.1:0"], receiver=receiver,
-                             log_journal=True), err=err)     # a line once synced
+    return held, entered
+
+
+def serve_driven(srv: Server, err: io.StringIO, held: threading.Event,
+                 drive: Callable[[int], None]) -> None:
+    """Server.run() in this (the main) thread, for its signal handlers,
+    while ``drive(port)`` runs in another once it listens; then analysis
+    is let go and the server stopped.  What ``drive`` raised is raised."""
     failed: list[BaseException] = []
 
-    def in_journal(boot: int) -> bool:
-        return any(d.boot_id == boot for d in journaled(db))
-
-    def drive() -> None:
+    def driver() -> None:
         try:
             wait(lambda: "synced once per round" in err.getvalue(), "serve started")
             line = err.getvalue().split("listening on ", 1)[1]
-            port = int(line.split()[0].rsplit(":", 1)[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                for p in packets(fixture("null_deref.txt"), boot_id=21):
-                    s.sendto(p, ("127.0.0.1", port))
-                wait(lambda: in_journal(21), "dump A journaled")
-                wait(entered.is_set, "dump A analysed")
-                for p in packets(fixture("gpf.txt"), boot_id=22):
-                    s.sendto(p, ("127.0.0.1", port))
-                wait(lambda: in_journal(22), "dump B journaled while A's analysis is held")
-                wait(lambda: "durable, 2 this run" in err.getvalue(), "dump B synced")
-            assert not held.is_set()
-            assert sorted(d.boot_id for d in journaled(db)) == [21, 22]
-            assert boots(db) == []
+            drive(int(line.split()[0].rsplit(":", 1)[1]))
         except BaseException as e:  # noqa: B902 - re-raised in the test's thread
             failed.append(e)
         finally:
@@ -240,7 +229,7 @@ def test_a_dump_is_durable_while_analysis_is_held_and_receiving_goes_on(
                 srv._wake_w.send(b"\0")
             except OSError:
                 pass
-    t = threading.Thread(target=drive)
+    t = threading.Thread(target=driver)
     t.start()
     try:
         assert srv.run() == 0
@@ -249,6 +238,40 @@ def test_a_dump_is_durable_while_analysis_is_held_and_receiving_goes_on(
         t.join(30)
     if failed:
         raise failed[0]
+
+
+def send(port: int, pkts: list[bytes]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for p in pkts:
+            s.sendto(p, ("127.0.0.1", port))
+
+
+@pytest.mark.parametrize("receiver", ["python", "c"])
+def test_a_dump_is_durable_while_analysis_is_held_and_receiving_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: str):
+    """The test drives the server over loopback UDP."""
+    if receiver == "c":
+        use_c_receiver(monkeypatch)
+    db = tmp_path / "c.sqlite3"
+    held, entered = hold_analysis(monkeypatch)
+    err = io.StringIO()
+    srv = Server(ServeConfig(db=db, listen=["127.0.0.1:0"], receiver=receiver,
+                             log_journal=True), err=err)     # a line once synced
+
+    def in_journal(boot: int) -> bool:
+        return any(d.boot_id == boot for d in journaled(db))
+
+    def drive(port: int) -> None:
+        send(port, packets(fixture("null_deref.txt"), boot_id=21))
+        wait(lambda: in_journal(21), "dump A journaled")
+        wait(entered.is_set, "dump A analysed")
+        send(port, packets(fixture("gpf.txt"), boot_id=22))
+        wait(lambda: in_journal(22), "dump B journaled while A's analysis is held")
+        wait(lambda: "durable, 2 this run" in err.getvalue(), "dump B synced")
+        assert not held.is_set()
+        assert sorted(d.boot_id for d in journaled(db)) == [21, 22]
+        assert boots(db) == []
+    serve_driven(srv, err, held, drive)
     conn = store.open_readonly(db)
     try:
         rows = [(r["boot_id"], bool(r["complete"])) for r in store.list_dumps(conn)]
@@ -277,59 +300,28 @@ def test_a_dump_durable_in_the_packet_log_is_stored_after_a_crash(
     """The C receiver's packet log makes a whole dump durable without the
     journal; what a crash leaves of it (copied while analysis is held) is
     replayed and stored by the next start, and its segment then deleted."""
-    monkeypatch.setenv("NETOOPS_RX_LIB", str(rx_lib()))
-    monkeypatch.setattr(rx, "_lib", None)
+    use_c_receiver(monkeypatch)
     db, crashed = tmp_path / "c.sqlite3", tmp_path / "crashed" / "c.sqlite3"
     crashed.parent.mkdir()
-    held = threading.Event()
-    real = server.safe_analyse
-
-    def slow_analyse(dump: Dump):  # type: ignore[no-untyped-def]
-        held.wait(10)
-        return real(dump)
-    monkeypatch.setattr(server, "safe_analyse", slow_analyse)
+    held, _ = hold_analysis(monkeypatch)
     err = io.StringIO()
     srv = Server(ServeConfig(db=db, listen=["127.0.0.1:0"], receiver="c", log_journal=True),
                  err=err)
     sent = fixture("null_deref.txt")
-    failed: list[BaseException] = []
     seg_name: list[str] = []
 
-    def drive() -> None:
-        try:
-            wait(lambda: "synced once per round" in err.getvalue(), "serve started")
-            line = err.getvalue().split("listening on ", 1)[1]
-            port = int(line.split()[0].rsplit(":", 1)[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                for p in packets(sent, boot_id=21, copies=3):
-                    s.sendto(p, ("127.0.0.1", port))
-            wait(lambda: "durable, 1 this run" in err.getvalue(), "dump durable")
-            assert "(packet log)" in err.getvalue()
-            # what a crash now would leave: the packet log, an empty journal
-            assert not [d for _, p in Journal(db).segments()
-                        for d in journal.decode(p.read_bytes())[0]]
-            [seg] = Journal(db).packet_logs()
-            seg_name.append(seg.name)
-            (crashed.parent / seg.name).write_bytes(seg.read_bytes())
-            assert boots(db) == []
-        except BaseException as e:  # noqa: B902 - re-raised in the test's thread
-            failed.append(e)
-        finally:
-            held.set()
-            srv._stop = True
-            try:
-                srv._wake_w.send(b"\0")
-            except OSError:
-                pass
-    t = threading.Thread(target=drive)
-    t.start()
-    try:
-        assert srv.run() == 0
-    finally:
-        held.set()
-        t.join(30)
-    if failed:
-        raise failed[0]
+    def drive(port: int) -> None:
+        send(port, packets(sent, boot_id=21, copies=3))
+        wait(lambda: "durable, 1 this run" in err.getvalue(), "dump durable")
+        assert "(packet log)" in err.getvalue()
+        # what a crash now would leave: the packet log, an empty journal
+        assert not [d for _, p in Journal(db).segments()
+                    for d in journal.decode(p.read_bytes())[0]]
+        [seg] = Journal(db).packet_logs()
+        seg_name.append(seg.name)
+        (crashed.parent / seg.name).write_bytes(seg.read_bytes())
+        assert boots(db) == []
+    serve_driven(srv, err, held, drive)
     assert boots(db) == [21]
     assert not Journal(db).packet_logs()          # stored: its segment deleted
     # A crash after it was stored, before its segment went: not stored twice.
@@ -363,53 +355,22 @@ def test_without_a_packet_log_whole_dumps_are_journaled(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch):
     """A packet log that cannot be created is said at start; dumps the C
     receiver takes whole are then made durable by the journal."""
-    monkeypatch.setenv("NETOOPS_RX_LIB", str(rx_lib()))
-    monkeypatch.setattr(rx, "_lib", None)
+    use_c_receiver(monkeypatch)
     monkeypatch.setattr(Journal, "packet_log_prefix",
                         lambda self, n: str(tmp_path / "gone" / f"c.sqlite3.packets{n}."))
     db = tmp_path / "c.sqlite3"
-    held = threading.Event()
-    real = server.safe_analyse
-
-    def slow_analyse(dump: Dump):  # type: ignore[no-untyped-def]
-        held.wait(10)
-        return real(dump)
-    monkeypatch.setattr(server, "safe_analyse", slow_analyse)
+    held, _ = hold_analysis(monkeypatch)
     err = io.StringIO()
     srv = Server(ServeConfig(db=db, listen=["127.0.0.1:0"], receiver="c", log_journal=True),
                  err=err)
-    failed: list[BaseException] = []
 
-    def drive() -> None:
-        try:
-            wait(lambda: "synced once per round" in err.getvalue(), "serve started")
-            assert "packets0.N: No such file or directory; dumps are durable once journaled" \
-                in err.getvalue()
-            line = err.getvalue().split("listening on ", 1)[1]
-            port = int(line.split()[0].rsplit(":", 1)[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                for p in packets(fixture("null_deref.txt"), boot_id=31, copies=3):
-                    s.sendto(p, ("127.0.0.1", port))
-            wait(lambda: "durable, 1 this run" in err.getvalue(), "dump durable")
-            assert "(packet log)" not in err.getvalue()
-            assert [d.boot_id for _, p in Journal(db).segments()
-                    for d in journal.decode(p.read_bytes())[0]] == [31]
-        except BaseException as e:  # noqa: B902 - re-raised in the test's thread
-            failed.append(e)
-        finally:
-            held.set()
-            srv._stop = True
-            try:
-                srv._wake_w.send(b"\0")
-            except OSError:
-                pass
-    t = threading.Thread(target=drive)
-    t.start()
-    try:
-        assert srv.run() == 0
-    finally:
-        held.set()
-        t.join(30)
-    if failed:
-        raise failed[0]
+    def drive(port: int) -> None:
+        assert "packets0.N: No such file or directory; dumps are durable once journaled" \
+            in err.getvalue()
+        send(port, packets(fixture("null_deref.txt"), boot_id=31, copies=3))
+        wait(lambda: "durable, 1 this run" in err.getvalue(), "dump durable")
+        assert "(packet log)" not in err.getvalue()
+        assert [d.boot_id for _, p in Journal(db).segments()
+                for d in journal.decode(p.read_bytes())[0]] == [31]
+    serve_driven(srv, err, held, drive)
     assert boots(db) == [31]

@@ -11,6 +11,7 @@ import pytest
 
 from collector_util import COLLECTOR, fixture, packets, rx_lib
 from netoops_collector import proto, rx
+from netoops_collector.journal import numbered
 from netoops_collector.reassembly import Reassembler
 
 
@@ -23,12 +24,12 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def receiver(family: int = socket.AF_INET, rcvbuf: int = 0,
-             ring: int = rx.DEFAULT_RING) -> tuple[rx.CReceiver, socket.socket]:
+             ring: int = rx.DEFAULT_RING, **kw: object) -> tuple[rx.CReceiver, socket.socket]:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     sock.bind(("::1" if family == socket.AF_INET6 else "127.0.0.1", 0))
     if rcvbuf:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    return rx.CReceiver(sock, ring), sock
+    return rx.CReceiver(sock, ring, **kw), sock  # type: ignore[arg-type]
 
 
 def send_numbered(src: socket.socket, sock: socket.socket, n: int) -> None:
@@ -352,10 +353,8 @@ def wait_synced(r: rx.CReceiver, pos: tuple[int, int], timeout: float = 5) -> di
 
 
 def test_packet_log_holds_every_grouped_packet_and_says_when_it_is_synced(tmp_path: Path):
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
     prefix = str(tmp_path / "db.packets0.")
-    r = rx.CReceiver(sock, log_prefix=prefix, log_seq=7)
+    r, sock = receiver(log_prefix=prefix, log_seq=7)
     src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     src.bind(("127.0.0.1", 0))
     pkts = packets(fixture("null_deref.txt"), copies=3)
@@ -379,7 +378,7 @@ def test_packet_log_holds_every_grouped_packet_and_says_when_it_is_synced(tmp_pa
     assert (st["log_seq"], st["log_error"]) == (7, 0)
     assert (st["log_synced_seq"], st["log_synced_off"]) == (7, n * record)
     assert st["log_synced_ns"] / 1e9 == pytest.approx(time.time(), abs=10)
-    assert [seq for seq, _ in rx.log_segments(prefix)] == [7]
+    assert [seq for seq, _ in numbered(prefix)] == [7]
     records, clean = rx.read_log((tmp_path / "db.packets0.00000007").read_bytes())
     assert clean
     assert [pkt for pkt, _, _, _ in records] == pkts[:n]
@@ -395,9 +394,7 @@ def test_packet_log_holds_every_grouped_packet_and_says_when_it_is_synced(tmp_pa
 
 
 def test_without_a_writable_log_the_receiver_runs_and_says_why(tmp_path: Path):
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    r = rx.CReceiver(sock, log_prefix=str(tmp_path / "missing" / "db.packets0."))
+    r, sock = receiver(log_prefix=str(tmp_path / "missing" / "db.packets0."))
     src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     pkts = packets(fixture("null_deref.txt"), copies=1)
     try:
@@ -416,10 +413,8 @@ def test_without_a_writable_log_the_receiver_runs_and_says_why(tmp_path: Path):
 def test_a_packet_log_segment_is_closed_when_it_ages(tmp_path: Path):
     """Closed (and synced) once its first packet is log_age old, while
     nothing more arrives: Python may then delete it."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
     prefix = str(tmp_path / "db.packets0.")
-    r = rx.CReceiver(sock, log_prefix=prefix, log_age=0.3)
+    r, sock = receiver(log_prefix=prefix, log_age=0.3)
     src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     pkts = packets(fixture("null_deref.txt"), copies=1)
     try:
@@ -442,7 +437,7 @@ def test_a_packet_log_segment_is_closed_when_it_ages(tmp_path: Path):
         sock.close()
         src.close()
     assert (st["log_seq"], st["log_synced_seq"], st["log_synced_off"]) == (2, 2, 0)
-    [(one, first), (two, second)] = rx.log_segments(prefix)
+    [(one, first), (two, second)] = numbered(prefix)
     assert (one, two) == (1, 2)
     assert len(rx.read_log(first.read_bytes())[0]) == len(pkts)
     assert second.stat().st_size == 0
