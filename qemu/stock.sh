@@ -11,7 +11,8 @@
 #   it (dpkg-deb -x) into CACHE/stock/<release>/,
 # - builds CACHE/initramfs-stock.cpio: busybox, qemu/init, the package's
 #   own modules the guests need (virtio_pci, virtio_net, e1000, e1000e,
-#   configfs, veth and their dependencies, loaded by /init in order), its
+#   vmxnet3, configfs, veth, bridge, 8021q, macvlan and their
+#   dependencies, loaded by /init in order), its
 #   netconsole.ko as the reference peer, and our modules built against its
 #   headers.
 #
@@ -81,7 +82,7 @@ done
 kdir=$root/lib/modules/$rel
 order=$cache/stock/modules.order
 /usr/bin/python3 - "$kdir/modules.dep" virtio_pci virtio_net e1000 e1000e \
-	configfs veth \
+	vmxnet3 configfs veth bridge 8021q macvlan \
 	>"$order" <<'PY'
 import os, sys
 deps = {}
