@@ -11,10 +11,15 @@
  * load time, and when the device has not let go of them yet (most NICs free
  * sent skbs only from NAPI, which never runs again after a panic) it polls
  * the device for completions as netpoll does; it never falls back to the
- * allocator.  Oops and soft dumps send through netpoll_send_udp(), which
- * takes one skb per packet (GFP_ATOMIC, falling back on netpoll's pool of
- * 32).  No dump takes a sleeping lock; they run with interrupts off while
- * they transmit and wait only for bounded times (the README lists each).
+ * allocator.  It hands its packets to the driver itself, on any transmit
+ * queue it can lock, and to the NIC below a bridge, VLAN or macvlan target
+ * (netpoll gives up on all of these after a panic: a panic inside the NIC's
+ * own receive poll, one busy queue of many, a stacked device whose lower
+ * NIC nobody reaps).  Oops and soft dumps send through netpoll_send_udp(),
+ * which takes one skb per packet (GFP_ATOMIC, falling back on netpoll's
+ * pool of 32).  No dump takes a sleeping lock; they run with interrupts
+ * off while they transmit and wait only for bounded times (the README
+ * lists each).
  * A panic always gets its dump out: it has a message buffer of its own, so
  * a live dump that another CPU was sending when the panic stopped it does
  * not hold it up, and a send that faults inside the panic dump marks its
@@ -27,9 +32,12 @@
 #include <linux/bitops.h>
 #include <linux/delay.h>
 #include <linux/etherdevice.h>
+#include <linux/if_macvlan.h>
+#include <linux/if_vlan.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/irq.h>
+#include <linux/irqdesc.h>
 #include <linux/kdebug.h>
 #include <linux/kmsg_dump.h>
 #include <linux/kobject.h>
@@ -41,6 +49,7 @@
 #include <linux/nmi.h>
 #include <linux/notifier.h>
 #include <linux/panic_notifier.h>
+#include <linux/pci.h>
 #include <linux/percpu.h>
 #include <linux/random.h>
 #include <linux/sched.h>
@@ -148,13 +157,18 @@ module_param(dump_limit, uint, 0600);
 MODULE_PARM_DESC(dump_limit,
 		 "oops and soft dumps sent per boot; panic dumps are always sent (default 8)");
 
-/* A send to this target faulted: later dumps leave it alone. */
-#define NETOOPS_TARGET_FAULTED	BIT(0)
+/*
+ * Bits of nt->flags, changed with atomic bit operations: a configfs write
+ * (netoops_target_enabled()) may race with a dump.
+ *
+ * A send to this target faulted: later dumps leave it alone.
+ */
+#define NETOOPS_TARGET_FAULTED	0
 /*
  * The panic dump found its device unable to transmit, or not letting go of
  * what it was given, for good
  */
-#define NETOOPS_TARGET_STALLED	BIT(1)
+#define NETOOPS_TARGET_STALLED	1
 
 /*
  * A panic dump whose send faults (a driver bug) starts over for the targets
@@ -184,6 +198,14 @@ static struct netoops_buf netoops_panic;
 static atomic_t netoops_dump_id;
 /* The target this CPU is transmitting to, to find one whose send faulted */
 static DEFINE_PER_CPU(struct netpoll_target *, netoops_sending);
+/* ... and whether that send runs in an NMI */
+static DEFINE_PER_CPU(bool, netoops_sending_nmi);
+
+static void netoops_set_sending(struct netpoll_target *nt)
+{
+	this_cpu_write(netoops_sending_nmi, !!in_nmi());
+	this_cpu_write(netoops_sending, nt);
+}
 
 /* Counters, in sysfs: see netoops_count_attrs */
 static atomic_t netoops_live_dumps;	/* live dumps started, for the limit */
@@ -199,6 +221,7 @@ static int netoops_panic_cpu = -1;
 static int netoops_panic_faults;	/* targets_faulted when it started */
 static unsigned int netoops_panic_tries;
 static const struct pt_regs *netoops_panic_regs;	/* of its first try */
+static u16 netoops_panic_id;				/* of every try */
 
 static u32 netoops_boot_id;
 
@@ -240,17 +263,23 @@ static void netoops_fill_arch(struct netoops_arch_data *arch,
 		memset(&arch->regs, 0, sizeof(arch->regs));
 }
 
-/* No wait: a few tries, then the copy the readers are pointed at. */
+/*
+ * No wait: a few tries.  A copy that changed under every try (a writer
+ * running on another CPU all along) is not sent: the blob goes empty
+ * rather than torn.
+ */
 static void netoops_fill_blob(struct netoops_msg_header *h)
 {
-	unsigned int seq, tries = 0;
+	unsigned int seq, tries;
 
-	do {
+	for (tries = 0; tries < NETOOPS_BLOB_TRIES; tries++) {
 		seq = raw_read_seqcount_latch(&netoops_blob_seq);
 		memcpy(h->user_blob, netoops_blobs[seq & 1].data,
 		       sizeof(h->user_blob));
-	} while (raw_read_seqcount_latch_retry(&netoops_blob_seq, seq) &&
-		 ++tries < NETOOPS_BLOB_TRIES);
+		if (!raw_read_seqcount_latch_retry(&netoops_blob_seq, seq))
+			return;
+	}
+	memset(h->user_blob, 0, sizeof(h->user_blob));
 }
 
 static void netoops_pause(unsigned int us)
@@ -307,7 +336,7 @@ static bool netoops_target_usable(struct netpoll_target *nt)
 	struct net_device *dev = nt->np.dev;
 
 	return netpoll_target_enabled(nt) && dev &&
-	       !(READ_ONCE(nt->flags) & NETOOPS_TARGET_FAULTED) &&
+	       !test_bit(NETOOPS_TARGET_FAULTED, &nt->flags) &&
 	       netif_running(dev) && netif_carrier_ok(dev);
 }
 
@@ -340,77 +369,264 @@ static struct sk_buff *netoops_pool_find(struct netpoll_target *nt)
 }
 
 /*
- * The device's NAPI poll with a budget of 0 (transmit completions only), as
- * netpoll's poll_napi() runs it, but without the driver's
- * ndo_poll_controller: e1000's and e1000e's take the interrupt descriptor's
- * lock, which an NMI panic must not take when it can do without.
- * NAPI_STATE_NPSVC keeps off a NAPI that is disabled (netpoll's rule).
+ * Where a packet to a target really leaves the machine.  A VLAN, a macvlan
+ * or a bridge has no queue or NAPI of its own: it hands its packets to
+ * netpoll on the device below, whose completions nobody reaps, and which
+ * fails as netpoll does after a panic (see netoops_xmit()).  The panic
+ * dump builds the frame for the target's device (its addresses and VLAN
+ * tag) and gives it to the device below itself.  A bridge sends through
+ * each port that is up and is a NIC (a device on a bus) or a VLAN, macvlan
+ * or bond: as it floods a frame to an address it does not know, less the
+ * taps and veths of guests and containers.  One VLAN tag at most.
  */
-static void netoops_poll_napi(struct net_device *dev)
+#define NETOOPS_PATHS		4
+#define NETOOPS_STACK_DEPTH	4
+
+struct netoops_path {
+	struct net_device	*dev;
+	__be16			vlan_proto;	/* 0: untagged */
+	u16			vlan_id;
+	bool			netpoll;	/* send with netpoll_send_skb() */
+};
+
+static bool netoops_dev_up(const struct net_device *dev)
+{
+	return netif_running(dev) && netif_carrier_ok(dev) &&
+	       netif_device_present(dev);
+}
+
+static bool netoops_bridge_port(const struct net_device *dev)
+{
+	return dev->dev.parent || is_vlan_dev(dev) || netif_is_macvlan(dev);
+}
+
+/*
+ * A bond or team sends through netpoll on its slaves, with waits a panic
+ * must not make (see netoops_send_path()).
+ */
+static bool netoops_netpoll_only(const struct net_device *dev)
+{
+	return netif_is_bond_master(dev) || netif_is_team_master(dev);
+}
+
+/*
+ * Fill @p (room for @n) with the devices below @dev that a packet to it
+ * leaves through; returns how many.  The lower lists are RCU lists: the
+ * code this NMI interrupted may have been changing one.
+ */
+static unsigned int netoops_resolve(struct net_device *dev, __be16 proto,
+				    u16 vid, struct netoops_path *p,
+				    unsigned int n, unsigned int depth)
+{
+	struct net_device *lower;
+	struct list_head *iter;
+	unsigned int got = 0;
+
+	if (!n || depth > NETOOPS_STACK_DEPTH || !netoops_dev_up(dev))
+		return 0;
+	if (is_vlan_dev(dev)) {
+		struct vlan_dev_priv *vlan = vlan_dev_priv(dev);
+
+		if (proto)
+			return 0;
+		return netoops_resolve(vlan->real_dev, vlan->vlan_proto,
+				       vlan->vlan_id, p, n, depth + 1);
+	}
+	if (netif_is_macvlan(dev))
+		return netoops_resolve(macvlan_dev_real_dev(dev), proto, vid,
+				       p, n, depth + 1);
+	if (netif_is_bridge_master(dev)) {
+		iter = &dev->adj_list.lower;
+		while ((lower = netdev_next_lower_dev_rcu(dev, &iter)))
+			if (netoops_bridge_port(lower))
+				got += netoops_resolve(lower, proto, vid,
+						       p + got, n - got,
+						       depth + 1);
+		return got;
+	}
+	p->dev = dev;
+	p->vlan_proto = proto;
+	p->vlan_id = vid;
+	p->netpoll = false;
+	return 1;
+}
+
+static unsigned int netoops_paths(struct netpoll_target *nt,
+				  struct netoops_path *p)
+{
+	unsigned int n;
+
+	rcu_read_lock();
+	n = netoops_resolve(nt->np.dev, 0, 0, p, NETOOPS_PATHS, 0);
+	rcu_read_unlock();
+	/*
+	 * Below a bond or a team, the frame goes to the target's device
+	 * through netpoll, as before: their own transmit picks the slave.
+	 */
+	if (n && netoops_netpoll_only(p[0].dev)) {
+		p->dev = nt->np.dev;
+		p->vlan_proto = 0;
+		p->netpoll = true;
+		n = 1;
+	}
+	return n;
+}
+
+/*
+ * The device's NAPI poll with a budget of 0 (transmit completions only), as
+ * netpoll's poll_napi() runs it.  NAPI_STATE_NPSVC keeps off a NAPI that is
+ * disabled (netpoll's rule).  A NAPI that this CPU was polling when the
+ * panic came from inside it is left alone.
+ *
+ * A NAPI whose poll another CPU was in when the panic stopped it stays
+ * owned by that CPU for good, and on most multi-queue NICs the transmit
+ * completions of one queue are cleaned only there (vmxnet3, virtio-net's
+ * TX NAPI): with @takeover (the pool ran dry for a millisecond), once that
+ * CPU is known stopped (the panic took it offline), the dump polls it all
+ * the same.  With a budget of 0 drivers skip the receive work, where a
+ * poll spends nearly all its time; a CPU stopped inside the transmit
+ * clean-up itself leaves its ring half way through a change, which this
+ * poll may then repeat: the price of getting the dump out at all.
+ */
+static void netoops_poll_napi(struct net_device *dev, bool takeover)
 {
 	int cpu = smp_processor_id();
 	struct napi_struct *napi;
 
 	list_for_each_entry_rcu(napi, &dev->napi_list, dev_list) {
-		if (cmpxchg(&napi->poll_owner, -1, cpu) != -1)
+		int owner = cmpxchg(&napi->poll_owner, -1, cpu);
+
+		if (owner != -1 &&
+		    (!takeover || owner == cpu || cpu_online(owner)))
 			continue;
 		if (!test_and_set_bit(NAPI_STATE_NPSVC, &napi->state)) {
 			napi->poll(napi, 0);
 			clear_bit(NAPI_STATE_NPSVC, &napi->state);
 		}
-		/* the poll's work done before the next owner's */
-		smp_store_release(&napi->poll_owner, -1);
+		if (owner == -1)	/* the poll's work before the next owner's */
+			smp_store_release(&napi->poll_owner, -1);
 	}
+}
+
+/*
+ * The owner is set after the lock is taken and cleared before it is let
+ * go: a CPU stopped in between holds it with no owner, so the lock is
+ * tried as well (nothing else takes it after a panic).
+ */
+static bool netoops_txq_free(struct netdev_queue *txq)
+{
+	if (READ_ONCE(txq->xmit_lock_owner) != -1 ||
+	    !spin_trylock(&txq->_xmit_lock))
+		return false;
+	spin_unlock(&txq->_xmit_lock);
+	return true;
 }
 
 /*
  * Is a transmit lock of @dev held?  After a panic nothing else transmits:
  * it is held for good, by a CPU the panic stopped or by the code this NMI
- * interrupted.  Such a device is neither sent to (netpoll would try the
- * lock for a jiffy, then park the packet for a worker that never runs) nor
- * polled (some drivers, tg3 and bnx2 among them, take it in their poll).
+ * interrupted.  Such a device is not polled (some drivers, tg3, bnx2 and
+ * vmxnet3 among them, take it or a lock of their own under it in their
+ * poll); netoops_xmit() keeps off that queue and uses the others.
  */
 static bool netoops_dev_locked(struct net_device *dev)
 {
 	unsigned int i;
 
 	for (i = 0; i < dev->num_tx_queues; i++)
-		if (READ_ONCE(netdev_get_tx_queue(dev, i)->xmit_lock_owner) != -1)
+		if (!netoops_txq_free(netdev_get_tx_queue(dev, i)))
 			return true;
 	return false;
 }
 
 /*
- * disable_hardirq() in e1000's and e1000e's ndo_poll_controller waits,
- * without a bound, for a run of the interrupt handler that a stopped CPU
- * will never finish: no controller then.
+ * The driver's ndo_poll_controller runs only when it cannot wait: e1000's
+ * and e1000e's call disable_hardirq() (on up to three MSI-X vectors),
+ * which spins without a bound while any run of the handler is in progress
+ * (a CPU stopped inside it, or the code this panic interrupted) and takes
+ * the descriptor's lock, which a stopped CPU may hold.  netoops cannot
+ * tell which interrupts a controller touches: it runs none unless no
+ * interrupt of the machine is in a handler and no descriptor is locked.
+ * After a panic that cannot change (this CPU has interrupts off, the
+ * others are stopped), so it is checked once.  For a level-triggered line
+ * (a PCI device without MSI) disable_hardirq() also waits, under the
+ * IO-APIC's lock, for the line's Remote IRR to clear, which it never does
+ * once the interrupt went to a CPU that will not acknowledge it: no
+ * controller for a device without MSI or MSI-X.  e1000 cleans its ring
+ * in its NAPI poll, which is enough.
  */
-static bool netoops_irq_busy(struct net_device *dev)
-{
-	struct irq_data *d = dev->irq ? irq_get_irq_data(dev->irq) : NULL;
+static int netoops_irqs_state = -1;
 
-	return d && irqd_irq_inprogress(d);
+static bool netoops_irqs_quiet(void)
+{
+	unsigned int irq;
+
+	if (netoops_irqs_state >= 0)
+		return netoops_irqs_state;
+	netoops_irqs_state = 1;
+	for (irq = 0; irq < nr_irqs; irq++) {
+		struct irq_data *d = irq_get_irq_data(irq);
+
+		if (d && (irqd_irq_inprogress(d) ||
+			  raw_spin_is_locked(&irq_data_to_desc(d)->lock))) {
+			netoops_irqs_state = 0;
+			break;
+		}
+	}
+	return netoops_irqs_state;
 }
 
 /*
- * Reap the transmit completions of every device the dump sends through.
- * A fault in a driver's poll is charged to the target whose device it is.
+ * netpoll_poll_dev() without what a panic must not do: its semaphore
+ * (down_trylock() spins on a lock a stopped CPU may hold; a count of 0
+ * says a poll was under way there) and its freeing of the CPU's completion
+ * queue (the allocator, from an NMI).  Pool skbs need neither: netoops
+ * holds a reference to each.
+ */
+static void netoops_poll_controller(struct net_device *dev)
+{
+	const struct net_device_ops *ops = dev->netdev_ops;
+	struct netpoll_info *ni = rcu_dereference_bh(dev->npinfo);
+
+	struct device *parent = dev->dev.parent;
+	struct pci_dev *pdev;
+
+	if (!ops->ndo_poll_controller || !ni || !parent ||
+	    !dev_is_pci(parent) || READ_ONCE(ni->dev_lock.count) == 0)
+		return;
+	pdev = to_pci_dev(parent);
+	if ((!pdev->msi_enabled && !pdev->msix_enabled) ||
+	    !netoops_irqs_quiet())
+		return;
+	ops->ndo_poll_controller(dev);
+}
+
+/*
+ * Reap the transmit completions of every device the dump sends through
+ * (below a stacked target, the devices it leaves through).  A fault in a
+ * driver's poll is charged to the target whose device it is.
  */
 static void netoops_reap(bool controller)
 {
 	struct netpoll_target *nt, *sending = this_cpu_read(netoops_sending);
+	struct netoops_path paths[NETOOPS_PATHS];
+	unsigned int i, n;
 
 	netpoll_targets_for_each(nt, &netoops_targets) {
-		struct net_device *dev = nt->np.dev;
-
-		if (!netoops_target_usable(nt) || netoops_dev_locked(dev))
+		if (!netoops_target_usable(nt))
 			continue;
-		atomic_inc(&netoops_pool_polls);
-		this_cpu_write(netoops_sending, nt);
-		if (controller && !netoops_irq_busy(dev))
-			netpoll_poll_dev(dev);
-		else
-			netoops_poll_napi(dev);
+		netoops_set_sending(nt);
+		n = netoops_paths(nt, paths);
+		for (i = 0; i < n; i++) {
+			struct net_device *dev = paths[i].dev;
+
+			if (netoops_dev_locked(dev))
+				continue;
+			atomic_inc(&netoops_pool_polls);
+			if (controller)
+				netoops_poll_controller(dev);
+			netoops_poll_napi(dev, controller);
+		}
 	}
 	this_cpu_write(netoops_sending, sending);
 }
@@ -418,10 +634,11 @@ static void netoops_reap(bool controller)
 /*
  * Reap completions until @ready() says yes: every 10 us, with the NAPI poll
  * alone for the first millisecond (NICs that clean their ring in NAPI
- * need no more), then with netpoll_poll_dev(), which also runs the
- * driver's ndo_poll_controller (QEMU's e1000e needs it), for
- * NETOOPS_REAP_US at most.  With *@dry set (a wait for the same thing ran
- * out before) it reaps once and does not wait; it sets or clears *@dry.
+ * need no more), then with the driver's ndo_poll_controller as well
+ * (QEMU's e1000e in MSI-X mode cleans its ring only in the transmit
+ * vector's handler), for NETOOPS_REAP_US at most.  With *@dry set (a wait
+ * for the same thing ran out before) it reaps once and does not wait; it
+ * sets or clears *@dry.
  */
 static bool netoops_reap_until(bool (*ready)(void *arg), void *arg,
 			       bool *dry)
@@ -481,80 +698,147 @@ static bool netoops_lone_target(struct netpoll_target *nt)
 
 	netpoll_targets_for_each(other, &netoops_targets)
 		if (other != nt && netoops_target_usable(other) &&
-		    !(READ_ONCE(other->flags) & NETOOPS_TARGET_STALLED))
+		    !test_bit(NETOOPS_TARGET_STALLED, &other->flags))
 			return false;
 	return true;
 }
 
-static bool netoops_queues_ready(void *arg)
+/* Is a queue of @arg (a device) free of locks and awake? */
+static bool netoops_queue_ready(void *arg)
 {
 	struct net_device *dev = arg;
 	unsigned int i;
 
-	for (i = 0; i < dev->real_num_tx_queues; i++)
-		if (netif_xmit_stopped(netdev_get_tx_queue(dev, i)))
-			return false;
-	return true;
-}
+	for (i = 0; i < dev->real_num_tx_queues; i++) {
+		struct netdev_queue *txq = netdev_get_tx_queue(dev, i);
 
-/*
- * Can netpoll hand a packet to @nt's device at once?  Not with a transmit
- * lock held for good (netoops_dev_locked()), nor with a packet parked on
- * netpoll's queue (every later one would queue behind it).  A stopped
- * queue (the ring is nearly full; netoops cannot tell which queue netpoll
- * will pick, so every queue counts) is reaped until it wakes: netpoll would
- * poll it only with the driver's controller.  Nor when the target holds
- * its share of the pool, other targets need the rest, and reaping frees
- * none of it.  A device that fails once is left alone for the rest of the
- * panic.
- */
-static bool netoops_dev_ready(struct netpoll_target *nt)
-{
-	struct net_device *dev = nt->np.dev;
-	struct netpoll_info *ni = rcu_dereference_bh(dev->npinfo);
-	bool dry = false;
-
-	if (!(READ_ONCE(nt->flags) & NETOOPS_TARGET_STALLED) && ni &&
-	    !skb_queue_len(&ni->txq) && !netoops_dev_locked(dev) &&
-	    netoops_reap_until(netoops_queues_ready, dev, &dry) &&
-	    (netoops_lone_target(nt) ||
-	     netoops_reap_until(netoops_share_ready, nt, &dry)))
-		return true;
-	WRITE_ONCE(nt->flags, nt->flags | NETOOPS_TARGET_STALLED);
+		if (netoops_txq_free(txq) && !netif_xmit_frozen_or_stopped(txq))
+			return true;
+	}
 	return false;
 }
 
-/* What netpoll_send_udp() sends, from a pool skb. */
-static void netoops_send_pool(struct netpoll_target *nt, const void *msg,
-			      int len)
+static bool netoops_queue_unlocked(struct net_device *dev)
+{
+	unsigned int i;
+
+	for (i = 0; i < dev->real_num_tx_queues; i++)
+		if (netoops_txq_free(netdev_get_tx_queue(dev, i)))
+			return true;
+	return false;
+}
+
+/*
+ * Can @dev take a packet of @nt at once?  Only a queue whose transmit lock
+ * is free counts (held after a panic, it is held for good); a stopped one
+ * (the ring is nearly full) is reaped until it wakes.  Nor when the target
+ * holds its share of the pool, other targets need the rest, and reaping
+ * frees none of it.
+ */
+static const char *netoops_dev_ready(struct netpoll_target *nt,
+				     struct net_device *dev)
+{
+	bool dry = false;
+
+	if (!netoops_queue_unlocked(dev))
+		return "every transmit queue is locked, for good";
+	if (!netoops_reap_until(netoops_queue_ready, dev, &dry))
+		return "its transmit queues stayed stopped while it was reaped";
+	if (!netoops_lone_target(nt) &&
+	    !netoops_reap_until(netoops_share_ready, nt, &dry))
+		return "it keeps the pool skbs it was given";
+	return NULL;
+}
+
+static netdev_tx_t netoops_xmit_queue(struct net_device *dev,
+				      struct netdev_queue *txq, unsigned int q,
+				      struct sk_buff *skb)
+{
+	netdev_tx_t rc = NETDEV_TX_BUSY;
+
+	/* __netif_tx_trylock() and __netif_tx_unlock(), spelt out for sparse */
+	if (!spin_trylock(&txq->_xmit_lock))
+		return rc;
+	WRITE_ONCE(txq->xmit_lock_owner, smp_processor_id());
+	if (!netif_xmit_frozen_or_stopped(txq)) {
+		skb_set_queue_mapping(skb, q);
+		rc = netdev_start_xmit(skb, dev, txq, false);
+	}
+	WRITE_ONCE(txq->xmit_lock_owner, -1);
+	spin_unlock(&txq->_xmit_lock);
+	return rc;
+}
+
+/* How many pool skbs has @dev not let go of on its queue @q? */
+static unsigned int netoops_queue_held(const struct net_device *dev,
+				       unsigned int q)
+{
+	unsigned int i, held = 0;
+
+	for (i = 0; i < NETOOPS_SKBS; i++) {
+		const struct sk_buff *skb = netoops_skbs[i];
+
+		if (netoops_skb_held(skb) && skb->dev == dev &&
+		    skb_get_queue_mapping(skb) == q)
+			held++;
+	}
+	return held;
+}
+
+/*
+ * Hand @skb to @dev on a queue whose transmit lock is free and which is
+ * awake: what netpoll_send_skb() does, less what defeats it after a panic.
+ * netpoll parks the packet for a worker that never runs when this CPU owns
+ * a NAPI of the device (a panic raised inside the device's own receive
+ * poll: GRO, IP, netfilter, a packet handler), and every later one behind
+ * it; the interrupted poll never resumes, so the transmit routine is free
+ * to run.  It waits a jiffy for the one queue it picked, where another
+ * queue may be free.
+ *
+ * Of the usable queues it takes the one holding the fewest pool skbs
+ * (this CPU's first when they tie): a queue whose completions are cleaned
+ * only in a NAPI poll the panic interrupted on this CPU never gives its
+ * skbs back, and the pool then goes to the others.  Returns whether the
+ * driver took the packet.
+ */
+static bool netoops_xmit(struct net_device *dev, struct sk_buff *skb)
+{
+	unsigned int n = dev->real_num_tx_queues;
+	unsigned int i, q, best = n, best_held = UINT_MAX;
+	struct netdev_queue *txq;
+
+	for (i = 0; i < n; i++) {
+		unsigned int held;
+
+		q = (raw_smp_processor_id() + i) % n;
+		txq = netdev_get_tx_queue(dev, q);
+		if (netif_xmit_frozen_or_stopped(txq) || !netoops_txq_free(txq))
+			continue;
+		held = netoops_queue_held(dev, q);
+		if (held < best_held) {
+			best = q;
+			best_held = held;
+		}
+	}
+	if (best == n)
+		return false;
+	txq = netdev_get_tx_queue(dev, best);
+	return dev_xmit_complete(netoops_xmit_queue(dev, txq, best, skb));
+}
+
+/* Build the frame netpoll_send_udp() would send, in @skb, for @path. */
+static void netoops_build(struct netpoll_target *nt,
+			  const struct netoops_path *path, struct sk_buff *skb,
+			  const void *msg, int len)
 {
 	struct netpoll *np = &nt->np;
 	int udp_len = len + sizeof(struct udphdr);
-	int ip_len = udp_len + (np->ipv6 ? sizeof(struct ipv6hdr) :
-					   sizeof(struct iphdr));
-	int reserve = LL_RESERVED_SPACE(np->dev);
-	struct netoops_pool_wait w = { .nt = nt };
 	static atomic_t ip_ident;
-	struct sk_buff *skb;
 	struct udphdr *udph;
 	struct ethhdr *eth;
+	__be16 proto;
 
-	if (reserve + ip_len + np->dev->needed_tailroom > NETOOPS_SKB_BYTES) {
-		atomic_inc(&netoops_skb_unfit);
-		return;
-	}
-	if (!netoops_dev_ready(nt)) {
-		atomic_inc(&netoops_stalled_skips);
-		return;
-	}
-	if (!netoops_reap_until(netoops_pool_ready, &w, &netoops_pool_dry)) {
-		atomic_inc(&netoops_skb_drops);
-		return;
-	}
-	skb = w.skb;
-	skb_reserve(skb, reserve + ip_len - len);
 	skb_put_data(skb, msg, len);
-
 	udph = skb_push(skb, sizeof(*udph));
 	skb_reset_transport_header(skb);
 	udph->source = htons(np->local_port);
@@ -579,6 +863,7 @@ static void netoops_send_pool(struct netpoll_target *nt, const void *msg,
 		ip6h->daddr = np->remote_ip.in6;
 		skb->protocol = htons(ETH_P_IPV6);
 	} else {
+		int ip_len = udp_len + sizeof(struct iphdr);
 		struct iphdr *iph;
 
 		udph->check = csum_tcpudp_magic(np->local_ip.ip,
@@ -602,16 +887,139 @@ static void netoops_send_pool(struct netpoll_target *nt, const void *msg,
 	if (udph->check == 0)
 		udph->check = CSUM_MANGLED_0;
 
+	proto = skb->protocol;
+	if (path->vlan_proto &&
+	    vlan_hw_offload_capable(path->dev->features, path->vlan_proto)) {
+		__vlan_hwaccel_put_tag(skb, path->vlan_proto, path->vlan_id);
+	} else if (path->vlan_proto) {
+		struct vlan_hdr *vhdr = skb_push(skb, VLAN_HLEN);
+
+		vhdr->h_vlan_TCI = htons(path->vlan_id);
+		vhdr->h_vlan_encapsulated_proto = proto;
+		proto = path->vlan_proto;
+		skb->protocol = proto;
+	}
 	eth = skb_push(skb, ETH_HLEN);
 	skb_reset_mac_header(skb);
-	eth->h_proto = skb->protocol;
+	eth->h_proto = proto;
 	ether_addr_copy(eth->h_source, np->dev->dev_addr);
 	ether_addr_copy(eth->h_dest, np->remote_mac);
-	skb->dev = np->dev;
+	skb->dev = path->dev;
+}
 
-	skb_get(skb);		/* ours: see netoops_pool_find() */
+/*
+ * Send @msg to @nt through @path from a pool skb; NULL, or why the device
+ * cannot take it (the caller counts that).
+ */
+static const char *netoops_send_path(struct netpoll_target *nt,
+				     const struct netoops_path *path,
+				     const void *msg, int len)
+{
+	struct net_device *dev = path->dev;
+	int ip_len = len + sizeof(struct udphdr) +
+		     (nt->np.ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	int reserve = max_t(int, LL_RESERVED_SPACE(nt->np.dev),
+			    LL_RESERVED_SPACE(dev) +
+			    (path->vlan_proto ? VLAN_HLEN : 0));
+	struct netoops_pool_wait w = { .nt = nt };
+	const char *why;
+	bool dry = false;
+
+	if (reserve + ip_len + dev->needed_tailroom > NETOOPS_SKB_BYTES) {
+		atomic_inc(&netoops_skb_unfit);
+		return NULL;
+	}
+	why = netoops_dev_ready(nt, dev);
+	if (why)
+		return why;
+	if (!netoops_reap_until(netoops_pool_ready, &w, &netoops_pool_dry)) {
+		atomic_inc(&netoops_skb_drops);
+		return NULL;
+	}
+	skb_reserve(w.skb, reserve + ip_len - len);
+	netoops_build(nt, path, w.skb, msg, len);
+
+	skb_get(w.skb);		/* ours: see netoops_pool_find() */
 	atomic_inc(&netoops_panic_packets);
-	netpoll_send_skb(np, skb);
+	if (path->netpoll) {
+		netpoll_send_skb(&nt->np, w.skb);
+		return NULL;
+	}
+	/* A queue that filled up under it is reaped once, within the bound */
+	if (netoops_xmit(dev, w.skb) ||
+	    (netoops_reap_until(netoops_queue_ready, dev, &dry) &&
+	     netoops_xmit(dev, w.skb)))
+		return NULL;
+	/* The driver refused it: only our reference is left. */
+	atomic_dec(&netoops_panic_packets);
+	kfree_skb(w.skb);
+	return "its driver refused the packet";
+}
+
+/*
+ * The devices below a target that the panic dump gave up on, by target:
+ * only the panic's CPU writes it.
+ */
+#define NETOOPS_STALLED_MAX	16
+
+static struct {
+	struct netpoll_target	*nt;
+	struct net_device	*dev;
+} netoops_stalled[NETOOPS_STALLED_MAX];
+static unsigned int netoops_nr_stalled;
+
+static bool netoops_path_stalled(struct netpoll_target *nt,
+				 struct net_device *dev)
+{
+	unsigned int i;
+
+	for (i = 0; i < netoops_nr_stalled; i++)
+		if (netoops_stalled[i].nt == nt && netoops_stalled[i].dev == dev)
+			return true;
+	return false;
+}
+
+static void netoops_path_stall(struct netpoll_target *nt,
+			       struct net_device *dev, const char *why)
+{
+	pr_emerg("panic dump: %s left alone for %s: %s\n", dev->name,
+		 nt->np.dev_name, why);
+	if (netoops_nr_stalled < NETOOPS_STALLED_MAX) {
+		netoops_stalled[netoops_nr_stalled].nt = nt;
+		netoops_stalled[netoops_nr_stalled].dev = dev;
+		netoops_nr_stalled++;
+	}
+}
+
+/*
+ * Send @msg to @nt through every device below it (one for a NIC, a VLAN or
+ * a macvlan).  A device that cannot transmit, or keeps what it was given
+ * while other targets need the pool, is left alone for the rest of the
+ * panic: the target, once none of its devices is left.
+ */
+static void netoops_send_pool(struct netpoll_target *nt, const void *msg,
+			      int len)
+{
+	struct netoops_path paths[NETOOPS_PATHS];
+	unsigned int i, n = netoops_paths(nt, paths);
+	const char *why;
+	bool any = false;
+
+	if (test_bit(NETOOPS_TARGET_STALLED, &nt->flags))
+		n = 0;
+	for (i = 0; i < n; i++) {
+		if (netoops_path_stalled(nt, paths[i].dev))
+			continue;
+		why = netoops_send_path(nt, &paths[i], msg, len);
+		if (why)
+			netoops_path_stall(nt, paths[i].dev, why);
+		else
+			any = true;
+	}
+	if (!any) {
+		atomic_inc(&netoops_stalled_skips);
+		set_bit(NETOOPS_TARGET_STALLED, &nt->flags);
+	}
 }
 
 /*
@@ -658,7 +1066,7 @@ static void netoops_send_msg(const struct netoops_msg *msg,
 	netpoll_targets_for_each(nt, &netoops_targets) {
 		if (!netoops_target_usable(nt))
 			continue;
-		this_cpu_write(netoops_sending, nt);
+		netoops_set_sending(nt);
 		netoops_send_one(nt, msg, reason);
 		this_cpu_write(netoops_sending, NULL);
 		/*
@@ -738,8 +1146,13 @@ static void netoops_send_log(struct netoops_buf *buf, size_t len,
 	}
 }
 
-/* Fill in @buf for a dump of the whole log and send it. */
-static void netoops_send_dump(struct netoops_buf *buf,
+static u16 netoops_next_id(void)
+{
+	return (u16)atomic_inc_return(&netoops_dump_id);
+}
+
+/* Fill in @buf for dump @id, of the whole log, and send it. */
+static void netoops_send_dump(struct netoops_buf *buf, u16 id,
 			      enum netoops_kind reason,
 			      const struct pt_regs *regs, bool lockless)
 {
@@ -755,7 +1168,7 @@ static void netoops_send_dump(struct netoops_buf *buf,
 
 	memset(h, 0, sizeof(*h));
 	h->version = cpu_to_le16(NETOOPS_VERSION);
-	h->dump_id = cpu_to_le16((u16)atomic_inc_return(&netoops_dump_id));
+	h->dump_id = cpu_to_le16(id);
 	h->data_offset = cpu_to_le16(offsetof(struct netoops_msg, data));
 	h->arch = cpu_to_le16(NETOOPS_ARCH_X86);
 	h->arch_offset = cpu_to_le16(offsetof(struct netoops_msg, arch_data));
@@ -771,27 +1184,28 @@ static void netoops_send_dump(struct netoops_buf *buf,
 	netoops_send_log(buf, len, reason, lockless);
 }
 
-/*
- * An oops on a CPU that was transmitting to a target: that send faulted.
- * Leave the target alone from now on (until it is enabled again); its
- * device may be wedged.  A panic without an oops (an NMI, say) that
- * interrupted a send says nothing about the target: netpoll copes with a
- * transmit lock that the interrupted send holds.
- */
 /* Was this CPU sending the panic dump (an oops inside it, say)? */
 static bool netoops_in_panic_dump(void)
 {
 	return READ_ONCE(netoops_panic_cpu) == raw_smp_processor_id();
 }
 
+/*
+ * An oops on a CPU that was transmitting to a target, in the context that
+ * was sending: that send faulted.  Leave the target alone from now on
+ * (until it is enabled again); its device may be wedged.  A panic without
+ * an oops (an NMI, say) that interrupted a send says nothing about the
+ * target, nor does an oops in an NMI that interrupted it.
+ */
 static void netoops_check_faulted(const struct netoops_detail *detail)
 {
 	struct netpoll_target *nt = this_cpu_read(netoops_sending);
 
-	if (!nt || !detail->regs)
+	if (!nt || !detail->regs ||
+	    this_cpu_read(netoops_sending_nmi) != !!in_nmi())
 		return;
 	this_cpu_write(netoops_sending, NULL);
-	WRITE_ONCE(nt->flags, nt->flags | NETOOPS_TARGET_FAULTED);
+	set_bit(NETOOPS_TARGET_FAULTED, &nt->flags);
 	atomic_inc(&netoops_targets_faulted);
 	pr_emerg("a send through %s faulted; that target is skipped from now on\n",
 		 nt->np.dev_name);
@@ -805,15 +1219,14 @@ static void netoops_check_faulted(const struct netoops_detail *detail)
 
 		netpoll_targets_for_each(other, &netoops_targets)
 			if (other->np.dev == nt->np.dev)
-				WRITE_ONCE(other->flags,
-					   other->flags | NETOOPS_TARGET_FAULTED);
+				set_bit(NETOOPS_TARGET_FAULTED, &other->flags);
 	}
 }
 
 /* A target enabled again (from configfs) is given another chance. */
 static void netoops_target_enabled(struct netpoll_target *nt)
 {
-	WRITE_ONCE(nt->flags, nt->flags & ~NETOOPS_TARGET_FAULTED);
+	clear_bit(NETOOPS_TARGET_FAULTED, &nt->flags);
 }
 
 static const struct netpoll_target_ops netoops_target_ops = {
@@ -853,16 +1266,22 @@ static void netoops_dump_panic(const struct netoops_detail *detail)
 		retry = true;
 	}
 	netoops_panic_faults = faults;
-	/* The retry sends what the panic was about, not the driver's fault */
-	if (!retry)
+	/*
+	 * The retry sends what the panic was about, not the driver's fault,
+	 * under the same dump id: the collector joins it with what the first
+	 * try got out.
+	 */
+	if (!retry) {
 		netoops_panic_regs = detail->regs;
+		netoops_panic_id = netoops_next_id();
+	}
 	WRITE_ONCE(netoops_panic_cpu, raw_smp_processor_id());
 	/*
 	 * The dump that faulted holds the targets lock for good: the retry
 	 * walks the list without it.
 	 */
-	netoops_send_dump(&netoops_panic, NETOOPS_PANIC, netoops_panic_regs,
-			  retry);
+	netoops_send_dump(&netoops_panic, netoops_panic_id, NETOOPS_PANIC,
+			  netoops_panic_regs, retry);
 	netoops_report_panic();
 	/* The panic goes on to reboot or halt: the bit stays set. */
 }
@@ -893,8 +1312,8 @@ static void netoops_dump_live(const struct netoops_detail *detail)
 			pr_warn("dump_limit (%u) reached: no more oops or soft dumps this boot\n",
 				READ_ONCE(dump_limit));
 	} else {
-		netoops_send_dump(&netoops_live, detail->kind, detail->regs,
-				  false);
+		netoops_send_dump(&netoops_live, netoops_next_id(),
+				  detail->kind, detail->regs, false);
 	}
 	/*
 	 * An oops or a soft dump returns.  A fault inside the dump does not:

@@ -55,7 +55,8 @@ struct netpoll_targets;
  * @group: the configfs directory; unnamed for targets given as a parameter
  * @kref: lifetime; the memory is freed when the last reference goes
  * @state: see enum netpoll_target_state; written under @nts->lock
- * @flags: free for the subsystem (netconsole keeps "extended" here)
+ * @flags: free for the subsystem, as bits (netconsole keeps "extended"
+ *	here; netoops changes its bits with set_bit() and friends)
  * @priv: free for the subsystem (netconsole's userdata); see
  *	&netpoll_target_ops.init_group and .free_target
  * @resume: opt-in: when the device of the enabled target goes away (it is
@@ -78,7 +79,7 @@ struct netpoll_target {
 	struct config_group	group;
 	struct kref		kref;
 	enum netpoll_target_state state;
-	u32			flags;
+	unsigned long		flags;
 	void			*priv;
 	bool			resume;
 	bool			deactivated;

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-from crashes import (ALLOW_NMI_PANIC, ALLOW_OOPS, ALLOW_PANIC, BLOB, Crash,
-                     check_header, check_nmi_in_flight, check_nmi_lockdep,
-                     crash_many, inject_nmi_in_flight, zero_registers)
+from crashes import (ALLOW_NMI_PANIC, ALLOW_OOPS, ALLOW_PANIC, ALLOW_RX_LOCKUP,
+                     ALLOW_RX_OOPS, BLOB, LOCKED_OUT, Crash, check_header,
+                     check_nmi_in_flight, check_nmi_lockdep, crash_many,
+                     inject_nmi_in_flight, send_rx_crash, start_traffic,
+                     start_traffic_then_nmi, zero_registers)
 from dumps import console_regs, console_rip, group
 from harness import HOST_MAC, NICS, Guest, Listener, Netns
 from netoops_collector import proto
@@ -83,6 +85,8 @@ SPECS = {
                   nic="e1000"),
     "hold": dict(script="netoops_fault", allow=ALLOW_SYSRQ, args={"when": "hold"},
                  nic="e1000e"),
+    "locked": dict(script="netoops_fault", allow=ALLOW_SYSRQ, args={"when": "locked"},
+                   nic="e1000"),
     "storm": dict(script="netoops_storm", allow=ALLOW_STORM, timeout=400,
                   args={"limit": "5"}, nic="e1000e"),
     **{f"oom-{nic}": dict(how="oom", allow=ALLOW_OOM, timeout=400, nic=nic)
@@ -97,6 +101,38 @@ SPECS = {
                   allow=ALLOW_SYSRQ, timeout=400),
     "ipv6": dict(how="sysrq", allow=ALLOW_SYSRQ, family="inet6", args={"v6": "1"},
                  nic="e1000"),
+    # A crash inside the target NIC's own receive poll (netoops_rx.sh)
+    **{f"rx-oops-{nic}": dict(script="netoops_rx", args={"rxmode": "oops"}, nic=nic,
+                              allow=ALLOW_RX_OOPS, when_armed=send_rx_crash)
+       for nic in ("virtio", "e1000e")},
+    "rx-lockup": dict(script="netoops_rx", args={"rxmode": "lockup"}, nic="e1000e",
+                      cmdline="softlockup_panic=1 watchdog_thresh=2",
+                      allow=ALLOW_RX_LOCKUP, when_armed=send_rx_crash),
+    # Targets on a bridge, a VLAN and a macvlan over e1000e (netoops_stacked.sh);
+    # with soft=1 a soft dump runs through the same target on CPU 1 first.
+    "stack-bridge": dict(script="netoops_stacked", args={"stack": "bridge", "soft": "1"},
+                         nic="e1000e", allow=ALLOW_SYSRQ),
+    "stack-bridge-nmi": dict(script="netoops_stacked", nic="e1000",
+                             args={"stack": "bridge", "how": "nmi"},
+                             cmdline="unknown_nmi_panic", when_armed=inject_nmi,
+                             allow=ALLOW_PANIC + ALLOW_NMI_PANIC),
+    "stack-vlan": dict(script="netoops_stacked", args={"stack": "vlan", "soft": "1"},
+                       nic="e1000e", vlan=5, allow=ALLOW_SYSRQ),
+    "stack-macvlan": dict(script="netoops_stacked", args={"stack": "macvlan"},
+                          nic="e1000e", allow=ALLOW_SYSRQ),
+    # A busy machine (netoops_busy.sh): the host floods eth0, both CPUs
+    # stream TCP through it, then CPU 0 panics or an NMI lands.
+    **{f"busy-{nic}": dict(script="netoops_busy", nic=nic, allow=ALLOW_SYSRQ,
+                           when_armed=start_traffic)
+       for nic in ("virtio-mq", "vmxnet3")},
+    **{f"busy-{nic}-nmi": dict(script="netoops_busy", nic=nic, args={"how": "nmi"},
+                               cmdline="unknown_nmi_panic",
+                               when_armed=start_traffic_then_nmi,
+                               allow=ALLOW_PANIC + ALLOW_NMI_PANIC)
+       for nic in ("virtio-mq", "vmxnet3", "e1000")},
+    **{f"rx-spin-{nic}": dict(script="netoops_rx", args={"rxmode": "spin"}, nic=nic,
+                              allow=ALLOW_SYSRQ, when_armed=send_rx_crash)
+       for nic in ("e1000", "e1000e")},
 }
 
 
@@ -271,12 +307,23 @@ def _beside_a_bad_device(c: Crash) -> tuple:
 
 
 def test_a_device_that_never_transmits_does_not_starve_the_others(ran):
-    """The newer target's device refuses every packet (as one whose transmit
-    lock a stopped CPU holds): netpoll parks the first on its queue for a
-    worker that never runs, and netoops leaves that device alone from then
-    on, so its skbs stay free for the healthy target, which gets it all."""
+    """The newer target's device refuses every packet (NETDEV_TX_BUSY, for
+    good): netoops leaves that device alone after the first refusal, so
+    its skbs stay free for the healthy target, which gets it all."""
     dump, rep, took = _beside_a_bad_device(ran["stuck"])
-    assert took == 1, rep           # one packet parked
+    assert took == 0, rep           # refused, not parked for a worker
+
+
+def test_a_device_whose_transmit_lock_a_stopped_cpu_holds_is_left_alone(ran):
+    """A thread on CPU 1 holds the newer target's transmit lock, spinning,
+    when CPU 0 panics: the panic stops CPU 1 with the lock held for good.
+    netoops sends nothing there (netpoll would wait a jiffy per packet and
+    then park it), says why, and the healthy target gets it all."""
+    c = ran["locked"]
+    dump, rep, took = _beside_a_bad_device(c)
+    assert took == 0, rep
+    assert "ntofault0 left alone for ntofault0: every transmit queue is locked" \
+        in c.result.console
 
 
 def test_a_device_that_never_lets_go_pins_only_its_share_of_the_pool(ran):
@@ -409,3 +456,85 @@ def test_blob_rewritten_in_a_tight_loop_never_holds_up_the_panic():
             runs.append(dump)
     assert len(runs) == 20
 
+
+
+@pytest.mark.parametrize("nic", ["virtio", "e1000e"])
+def test_oops_inside_the_target_nics_receive_poll(ran, nic: str):
+    """A packet handler oopses in eth0's NAPI poll ("Fatal exception in
+    interrupt"): the CPU that panics owns that NAPI, where netpoll would
+    park every packet for a worker that never runs.  The dump goes out
+    whole, three copies, with the handler's registers."""
+    c = ran[f"rx-oops-{nic}"]
+    dump = c.whole_dump()
+    text = text_of(dump)
+    assert "Kernel panic - not syncing: Fatal exception in interrupt" in text
+    assert "nto_rx_rcv" in text
+    assert dump.packets[0].registers["rip"] == \
+        console_rip(c.result.console, "nto_rx_null_deref")
+
+
+def test_soft_lockup_inside_the_target_nics_receive_poll(ran):
+    c = ran["rx-lockup"]
+    dump = c.whole_dump()
+    assert "nto_rx_spin" in text_of(dump)
+    assert analyse(text_of(dump)).title == "BUG: soft lockup in nto_rx_spin"
+
+
+@pytest.mark.parametrize("nic", ["e1000", "e1000e"])
+def test_panic_with_another_cpu_stopped_inside_the_nics_receive_poll(ran, nic: str):
+    """CPU 1 spins in eth0's NAPI poll with interrupts off (it owns the
+    NAPI for good) when CPU 0 panics: the panic stops it with an NMI, the
+    dump gets out whole and the guest reboots.  e1000 cleans its transmit
+    ring only in that NAPI poll, which the dump runs once its skbs ran dry
+    (CPU 1 is offline: stopped); e1000e (MSI-X) cleans it in its transmit
+    vector's handler, which the dump runs through the controller (no
+    interrupt is in a handler)."""
+    c = ran[f"rx-spin-{nic}"]
+    dump = c.whole_dump()
+    text = text_of(dump)
+    assert "marked datagram on eth0 (cpu 1" in text
+    assert "sysrq triggered crash" in text
+
+
+@pytest.mark.parametrize("case,target", [
+    ("stack-bridge", "br0"), ("stack-bridge-nmi", "br0"), ("stack-vlan", "eth0.5"),
+    ("stack-macvlan", "mv0")])
+def test_panic_dump_through_a_stacked_target(ran, case: str, target: str):
+    """The target is a bridge over the NIC (a hypervisor host), a VLAN on it
+    (the host reads VLAN 5 off its bridge) or a macvlan: the panic dump
+    leaves through the NIC below, whose completions it reaps, and gets out
+    whole, three copies, nothing dropped (the pool is four times smaller
+    than the dump)."""
+    c = ran[case]
+    c.result.assert_crashed()
+    assert c.result.value("target") == target, c.result.excerpt()
+    panic = c.panic_dumps()
+    assert len(panic) == 1, [(d.dump_id, d.count, len(d.packets)) for d in c.dumps]
+    panic[0].assert_complete()
+    check_header(panic[0])
+    c.assert_pool_clean(panic[0])
+
+
+@pytest.mark.parametrize("case", ["busy-virtio-mq", "busy-virtio-mq-nmi", "busy-vmxnet3",
+                                  "busy-vmxnet3-nmi", "busy-e1000-nmi"])
+def test_panic_on_a_busy_machine(ran, case: str):
+    """The host floods the guest's NIC and both CPUs stream TCP through it
+    (two queues on virtio-net and vmxnet3, one per CPU) when CPU 0 panics
+    or an NMI lands: the dump gets out whole, through a queue whose lock is
+    free, reaping completions even from a NAPI that the other CPU was
+    stopped in.  On e1000 (one queue) an NMI inside CPU 0's own transmit
+    leaves nothing that can safely send: netoops says so."""
+    c = ran[case]
+    res = c.result
+    if "-mq" in case or "vmxnet3" in case:
+        assert res.value("queues") == "2", res.excerpt()
+    assert res.values("flooded") == [""], res.excerpt()
+    if case.endswith("-nmi"):
+        check_nmi_lockdep(res.console)
+    if case == "busy-e1000-nmi" and LOCKED_OUT in res.console:
+        # The NMI landed inside CPU 0's transmit on e1000's only queue: no
+        # packet can safely go out after that one, and none is dropped.
+        rep = c.panic_report()
+        assert rep["dropped"] == 0 and rep["stalled"] > 0, rep
+        return
+    c.whole_dump()

@@ -2,7 +2,8 @@
 """netoops on Debian's own, unpatched 6.1 kernel.
 
 The guests boot the vmlinuz of Debian's linux-image package with the
-package's own virtio, e1000, e1000e, configfs and veth modules
+package's own virtio, e1000, e1000e, vmxnet3, configfs, veth, bridge, 8021q
+and macvlan modules
 (qemu/stock.sh), and our modules built against the matching linux-headers
 package.  The crashes are spread over the three NICs, with logs of 256 KiB
 (log_buf_len=1M: Debian's buffer is 128 KiB).  There netoops
@@ -12,8 +13,9 @@ itself.
 
 from __future__ import annotations
 
-from crashes import (ALLOW_OOPS, ALLOW_PANIC, check_header, check_nmi_in_flight,
-                     crash, inject_nmi_in_flight, zero_registers)
+from crashes import (ALLOW_OOPS, ALLOW_PANIC, ALLOW_RX_OOPS, check_header,
+                     check_nmi_in_flight, crash, inject_nmi_in_flight, send_rx_crash,
+                     start_traffic, zero_registers)
 from dumps import console_regs, console_rip, group
 from harness import HOST_MAC, Netns, run_guest
 from netoops_collector import proto
@@ -159,3 +161,37 @@ def test_stock_watchdog_panic_after_an_oops_of_the_same_task_has_no_registers():
         console_rip(c.result.console, "nto_crash_null_deref")
     assert "soft lockup" in text_of(panic[0])
     assert zero_registers(panic[0])
+
+
+def test_stock_oops_inside_the_target_nics_receive_poll():
+    """Debian's kernel, e1000e: a packet handler oopses in eth0's NAPI poll
+    ("Fatal exception in interrupt"): the whole dump, with its registers."""
+    c = crash("netoops_rx", args={"rxmode": "oops"}, nic="e1000e", kernel=STOCK,
+              when_armed=send_rx_crash, allow=ALLOW_RX_OOPS)
+    dump = c.whole_dump(kernel=STOCK)
+    assert "Kernel panic - not syncing: Fatal exception in interrupt" in text_of(dump)
+    assert dump.packets[0].registers["rip"] == \
+        console_rip(c.result.console, "nto_rx_null_deref")
+
+
+def test_stock_panic_dump_through_a_bridge_and_a_vlan():
+    """Debian's bridge and 8021q over e1000e, a soft dump through the same
+    target first: the panic's whole dump through the NIC below."""
+    for stack, vlan in (("bridge", None), ("vlan", 5)):
+        c = crash("netoops_stacked", args={"stack": stack, "soft": "1"}, nic="e1000e",
+                  kernel=STOCK, vlan=vlan, allow=ALLOW_SYSRQ)
+        c.result.assert_crashed()
+        panic = c.panic_dumps()
+        assert len(panic) == 1, (stack, [(d.dump_id, len(d.packets)) for d in c.dumps])
+        panic[0].assert_complete()
+        check_header(panic[0], kernel=STOCK)
+        c.assert_pool_clean(panic[0])
+
+
+def test_stock_panic_on_a_busy_vmxnet3():
+    """Debian's vmxnet3, two queues, flooded by the host while both CPUs
+    stream TCP through it, when CPU 0 panics: the whole dump."""
+    c = crash("netoops_busy", nic="vmxnet3", kernel=STOCK, when_armed=start_traffic,
+              allow=ALLOW_SYSRQ)
+    assert c.result.value("queues") == "2", c.result.excerpt()
+    c.whole_dump(kernel=STOCK)

@@ -13,6 +13,8 @@
 #          alone rather than pin its skbs there
 #   hold   no fault: ntofault0 keeps every packet of the panic dump (as a
 #          veth does); it must pin no more than its share of the pool
+#   locked no fault: a thread on CPU 1 holds ntofault0's transmit lock
+#          when CPU 0 panics, and the panic stops it there
 . /tests/lib.sh
 . /tests/netoops_lib.sh
 kmod nto_faultdev
@@ -28,6 +30,15 @@ echo 198.51.100.2 >$cfg/faulty/remote_ip
 echo 1 >$cfg/faulty/enabled || fail "enable the faulty target"
 case $(arg when soft) in
 stuck) echo 1 >/sys/module/nto_faultdev/parameters/busy ;;
+locked)
+	taskset -p 1 $$ >/dev/null || fail "taskset"
+	echo 1 >/sys/module/nto_faultdev/parameters/lock
+	i=0
+	while [ "$(cat /sys/module/nto_faultdev/parameters/locked)" != Y ]; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && fail "CPU 1 never took the lock"
+		sleep 0.1
+	done ;;
 hold) echo 1 >/sys/module/nto_faultdev/parameters/hold ;;
 *) echo 1 >/sys/module/nto_faultdev/parameters/fault ;;
 esac
@@ -38,7 +49,7 @@ soft)
 	result alive
 	result counters "$(counters)"
 	echo c >/proc/sysrq-trigger ;;
-panic|stuck|hold)
+panic|stuck|hold|locked)
 	echo c >/proc/sysrq-trigger ;;
 oops)
 	insmod /lib/modules/nto/nto_crash.ko mode=null ;;

@@ -8,12 +8,16 @@
  * a device whose transmit lock a stopped CPU holds, as netpoll sees it.
  * With the hold parameter set it takes what netpoll gives it and never lets
  * go: a veth, whose peer's backlog nothing processes after a panic, or a
- * NIC whose completions never come.
+ * NIC whose completions never come.  Writing 1 to the lock parameter
+ * starts a thread on CPU 1 that takes the device's transmit lock and
+ * spins holding it (parameter locked reads Y then): a CPU that a panic
+ * stops inside the transmit path.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/etherdevice.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
@@ -30,7 +34,46 @@ static bool hold;
 module_param(hold, bool, 0644);
 MODULE_PARM_DESC(hold, "keep every packet from netpoll, for good (default off)");
 
+static bool locked;
+module_param(locked, bool, 0444);
+MODULE_PARM_DESC(locked, "CPU 1 holds the transmit lock (read only)");
+
 static struct net_device *nto_faultdev;
+
+static int nto_faultdev_locker(void *unused)
+{
+	struct netdev_queue *txq = netdev_get_tx_queue(nto_faultdev, 0);
+
+	local_bh_disable();
+	__netif_tx_lock(txq, smp_processor_id());
+	WRITE_ONCE(locked, true);
+	for (;;)
+		cpu_relax();
+	return 0;
+}
+
+static int nto_faultdev_lock_set(const char *val, const struct kernel_param *kp)
+{
+	struct task_struct *t;
+	bool on;
+
+	if (kstrtobool(val, &on))
+		return -EINVAL;
+	if (!on || READ_ONCE(locked))
+		return 0;
+	t = kthread_create_on_cpu(nto_faultdev_locker, NULL, 1, "nto_locker/%u");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	wake_up_process(t);
+	return 0;
+}
+
+static const struct kernel_param_ops nto_faultdev_lock_ops = {
+	.set	= nto_faultdev_lock_set,
+};
+
+module_param_cb(lock, &nto_faultdev_lock_ops, NULL, 0200);
+MODULE_PARM_DESC(lock, "1: CPU 1 takes the transmit lock and spins holding it");
 static struct sk_buff_head nto_faultdev_held;
 
 /* Kept out of line so that the oops has a named frame of its own. */

@@ -47,6 +47,13 @@ BRIDGE = "ntobr0"
 # skbs in its transmit routine; e1000 and e1000e (as most real NICs) only in
 # their NAPI poll.
 NICS = {"virtio": "virtio-net-pci", "e1000": "e1000", "e1000e": "e1000e"}
+# Multi-queue NICs, for the busy-machine tests: virtio-net with two queue
+# pairs (one per CPU), and VMware's vmxnet3 (one queue per CPU, transmit
+# completions in NAPI).
+MQ_NICS = {"virtio-mq": "virtio-net-pci,mq=on,vectors=6", "vmxnet3": "vmxnet3"}
+_ALL_NICS = {**NICS, **MQ_NICS}
+# what the tap backend of a NIC needs
+_NETDEV_OPTS = {"virtio-mq": ",queues=2"}
 
 
 @dataclass
@@ -197,12 +204,15 @@ def scan_console(console: str, allow: Iterable[str] = (),
 class Listener:
     """A UDP sink inside the namespace; datagrams are recorded to a file."""
 
-    def __init__(self, ns: "Netns", port: int, family: str, path: Path):
+    def __init__(self, ns: "Netns", port: int, family: str, path: Path,
+                 vlan: int | None = None):
         self.port = port
         self.path = path
         argv = ["ip", "netns", "exec", ns.name, PYTHON,
                 str(TOP / "tests" / "lib" / "udp_sink.py"),
                 "--port", str(port), "--family", family, "--out", str(path)]
+        if vlan is not None:     # IPv4 frames of that VLAN off the bridge
+            argv += ["--vlan", str(vlan), "--ifname", BRIDGE]
         self.proc = ns.spawn(argv, stdout=subprocess.PIPE)
         line = self.proc.stdout.readline().decode()
         if not line.startswith("ready"):
@@ -266,9 +276,10 @@ class Netns:
     def ip(self, *args: str) -> str:
         return _run(["ip", "-n", self.name, *args]).stdout
 
-    def add_tap(self) -> str:
+    def add_tap(self, multi_queue: bool = False) -> str:
         tap = f"ntotap{len(self.taps)}"
-        self.ip("tuntap", "add", "dev", tap, "mode", "tap")
+        self.ip("tuntap", "add", "dev", tap, "mode", "tap",
+                *(["multi_queue"] if multi_queue else []))
         self.taps.append(tap)
         self.ip("link", "set", tap, "master", BRIDGE)
         self.ip("link", "set", tap, "up")
@@ -280,9 +291,11 @@ class Netns:
         self.procs.append(proc)
         return proc
 
-    def udp_listener(self, port: int, family: str = "inet") -> Listener:
+    def udp_listener(self, port: int, family: str = "inet",
+                     vlan: int | None = None) -> Listener:
         return Listener(self, port, family,
-                        self.tmp / f"udp-{family}-{port}-{len(self.procs)}.jsonl")
+                        self.tmp / f"udp-{family}-{port}-{len(self.procs)}.jsonl",
+                        vlan=vlan)
 
     def kill(self, proc: subprocess.Popen) -> None:
         if proc.poll() is None:
@@ -328,8 +341,8 @@ class Guest:
                  nic: str = "virtio", nic2: str = "", initrd: str = "",
                  console_input: bool = False):
         for n in (nic, nic2 or nic):
-            if n not in NICS:
-                raise ValueError(f"unknown NIC {n!r}: one of {sorted(NICS)}")
+            if n not in _ALL_NICS:
+                raise ValueError(f"unknown NIC {n!r}: one of {sorted(_ALL_NICS)}")
         self.ns = ns
         self.nic = nic
         # a second NIC (eth1) on the same bridge, at self.ip2, if given
@@ -418,14 +431,16 @@ class Guest:
         if self.monitor_path:
             argv += ["-monitor", f"unix:{self.monitor_path},server=on,wait=off"]
         if self.ns:
-            tap = self.ns.add_tap()
+            tap = self.ns.add_tap(multi_queue=self.nic in _NETDEV_OPTS)
             addr = f",addr={nic_addr}" if nic_addr else ""
-            argv += ["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
-                     "-device", f"{NICS[self.nic]},netdev=n0,mac={self.mac}{addr}"]
+            argv += ["-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no"
+                     f"{_NETDEV_OPTS.get(self.nic, '')}",
+                     "-device", f"{_ALL_NICS[self.nic]},netdev=n0,mac={self.mac}{addr}"]
             if self.nic2:
-                tap = self.ns.add_tap()
-                argv += ["-netdev", f"tap,id=n1,ifname={tap},script=no,downscript=no",
-                         "-device", f"{NICS[self.nic2]},netdev=n1,mac={self.mac2}"]
+                tap = self.ns.add_tap(multi_queue=self.nic2 in _NETDEV_OPTS)
+                argv += ["-netdev", f"tap,id=n1,ifname={tap},script=no,downscript=no"
+                         f"{_NETDEV_OPTS.get(self.nic2, '')}",
+                         "-device", f"{_ALL_NICS[self.nic2]},netdev=n1,mac={self.mac2}"]
         return argv
 
     def _console_argv(self) -> list[str]:
