@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Callable
@@ -270,8 +269,6 @@ ALLOW_RX_OOPS = [r"BUG: KASAN: null-ptr-deref in nto_rx_null_deref",
                  r"---\[ end Kernel panic"]
 ALLOW_RX_LOCKUP = ALLOW_PANIC + [r"soft lockup",
                                  r"Kernel panic - not syncing: softlockup: hung tasks"]
-# netoops's line when it gives up a device whose every queue is locked
-LOCKED_OUT = "left alone for eth0: every transmit queue is locked"
 
 
 def send_rx_crash(guest: Guest, port: Listener) -> None:
@@ -297,10 +294,3 @@ def start_traffic(guest: Guest, port: Listener) -> None:
     """netoops_busy.sh: TCP streams from the guest, a UDP flood to it."""
     _traffic(guest, "discard", "9")
     _traffic(guest, "flood", guest.ip, "9")
-
-
-def start_traffic_then_nmi(guest: Guest, port: Listener) -> None:
-    start_traffic(guest, port)
-    assert guest.wait_for_result("flooded", timeout=120), "no traffic"
-    time.sleep(1)
-    guest.hmp("nmi")
