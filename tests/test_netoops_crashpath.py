@@ -130,6 +130,8 @@ SPECS = {
     **{f"rx-spin-{nic}": dict(script="netoops_rx", args={"rxmode": "spin"}, nic=nic,
                               allow=ALLOW_SYSRQ, when_armed=send_rx_crash)
        for nic in ("e1000", "e1000e")},
+    "rx-irqspin": dict(script="netoops_rx", args={"rxmode": "irqspin"}, nic="e1000",
+                       allow=ALLOW_SYSRQ, when_armed=send_rx_crash),
 }
 
 
@@ -524,3 +526,15 @@ def test_panic_on_a_busy_machine(ran, case: str):
     assert res.value("queues") == "2", res.excerpt()
     assert res.values("flooded") == [""], res.excerpt()
     c.whole_dump()
+
+
+def test_panic_with_another_cpu_stopped_inside_the_nics_interrupt_handler(ran):
+    """CPU 1 spins in a handler on e1000's interrupt line (INTx, shared
+    with the NIC's own) when CPU 0 panics: the line's run is in progress
+    for good.  The dump runs no ndo_poll_controller there (e1000's
+    disable_hardirq() would wait for that run without end: no dump, no
+    reboot), reaps with the NAPI poll alone, gets out whole, and the guest
+    reboots."""
+    c = ran["rx-irqspin"]
+    dump = c.whole_dump()
+    assert "sysrq triggered crash" in text_of(dump)

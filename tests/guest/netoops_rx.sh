@@ -7,26 +7,36 @@
 #   spin    it spins there with interrupts off on CPU 1 (the NIC's
 #           interrupts go to CPU 1), and CPU 0 panics (sysrq c): the
 #           panic stops CPU 1 inside the poll
+#   irqspin a handler shared on eth0's interrupt line (e1000's INTx) spins
+#           from the next interrupt on: CPU 1 is inside the NIC's
+#           interrupt handler when CPU 0 panics
 . /tests/lib.sh
 . /tests/netoops_lib.sh
 rxmode=$(arg rxmode oops)
 # This shell stays on CPU 0; eth0's interrupts, and so its NAPI poll, go
 # to CPU 1.
 taskset -p 1 $$ >/dev/null || fail "taskset"
-if [ "$rxmode" = spin ]; then
-	n=0
+irqline=
+if [ "$rxmode" = spin ] || [ "$rxmode" = irqspin ]; then
+	nirq=0
 	for irq in $(grep -E 'eth0|virtio0-(input|output)' /proc/interrupts |
 		     cut -d: -f1); do
 		echo 2 >"/proc/irq/$irq/smp_affinity" || fail "affinity of irq $irq"
-		n=$((n + 1))
+		nirq=$((nirq + 1))
+		irqline=$irq
 	done
-	[ $n -gt 0 ] || fail "no interrupt of eth0 in /proc/interrupts"
+	[ $nirq -gt 0 ] || fail "no interrupt of eth0 in /proc/interrupts"
 fi
 netoops_load
 netoops_setid
-kmod nto_rxcrash "mode=$rxmode"
+if [ "$rxmode" = irqspin ]; then
+	[ $nirq = 1 ] || fail "eth0 has $nirq interrupts, wanted one shared line"
+	kmod nto_rxcrash "mode=$rxmode" "irq=$(echo $irqline | tr -d " ")"
+else
+	kmod nto_rxcrash "mode=$rxmode"
+fi
 result armed
-if [ "$rxmode" = spin ]; then
+if [ "$rxmode" = spin ] || [ "$rxmode" = irqspin ]; then
 	n=0
 	while [ "$(cat /proc/nto_rxspin)" != 1 ]; do
 		n=$((n + 1))

@@ -12,6 +12,13 @@
  *                                      off: the CPU stays inside the poll
  *                                      until a panic on another CPU stops
  *                                      it; /proc/nto_rxspin reads 1 then
+ *   insmod nto_rxcrash.ko mode=irqspin irq=N
+ *                                      a handler shared on the NIC's
+ *                                      interrupt line N spins, from the
+ *                                      next interrupt after the datagram
+ *                                      on: the CPU stays inside the NIC's
+ *                                      interrupt handler (/proc/nto_rxspin
+ *                                      reads 1 then)
  *
  * A real receive-path fault (GRO, IP, netfilter, XDP) reaches the dump in
  * the same place: in the softirq, with the NIC's NAPI owned by this CPU.
@@ -19,6 +26,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/interrupt.h>
 #include <linux/ip.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
@@ -33,9 +41,14 @@
 
 static char *mode = "oops";
 module_param(mode, charp, 0400);
-MODULE_PARM_DESC(mode, "oops, lockup or spin");
+MODULE_PARM_DESC(mode, "oops, lockup, spin or irqspin");
+
+static int irq = -1;
+module_param(irq, int, 0400);
+MODULE_PARM_DESC(irq, "mode=irqspin: the NIC's (shareable) interrupt line");
 
 static int nto_rx_spinning;
+static bool nto_rx_irq_armed;
 
 /* Kept out of line so that the oops has a named frame of its own. */
 static noinline int *nto_rx_pointer(unsigned long addr)
@@ -98,6 +111,8 @@ static int nto_rx_rcv(struct sk_buff *skb, struct net_device *dev,
 			nto_rx_spin(false);
 		else if (!strcmp(mode, "spin"))
 			nto_rx_spin(true);
+		else
+			WRITE_ONCE(nto_rx_irq_armed, true);
 	}
 	kfree_skb(skb);
 	return NET_RX_SUCCESS;
@@ -108,6 +123,14 @@ static struct packet_type nto_rx_pt = {
 	.func	= nto_rx_rcv,
 };
 
+/* Called for every interrupt on the line, before or after the NIC's own */
+static irqreturn_t nto_rx_irq(int line, void *cookie)
+{
+	if (READ_ONCE(nto_rx_irq_armed))
+		nto_rx_spin(false);
+	return IRQ_NONE;
+}
+
 static int nto_rx_show(struct seq_file *m, void *v)
 {
 	seq_printf(m, "%d\n", READ_ONCE(nto_rx_spinning));
@@ -116,11 +139,24 @@ static int nto_rx_show(struct seq_file *m, void *v)
 
 static int __init nto_rx_init(void)
 {
+	int err;
+
 	if (strcmp(mode, "oops") && strcmp(mode, "lockup") &&
-	    strcmp(mode, "spin"))
+	    strcmp(mode, "spin") && strcmp(mode, "irqspin"))
 		return -EINVAL;
-	if (!proc_create_single("nto_rxspin", 0444, NULL, nto_rx_show))
+	if (!strcmp(mode, "irqspin")) {
+		if (irq < 0)
+			return -EINVAL;
+		err = request_irq(irq, nto_rx_irq, IRQF_SHARED, "nto_irqspin",
+				  &nto_rx_pt);
+		if (err)
+			return err;
+	}
+	if (!proc_create_single("nto_rxspin", 0444, NULL, nto_rx_show)) {
+		if (irq >= 0 && !strcmp(mode, "irqspin"))
+			free_irq(irq, &nto_rx_pt);
 		return -ENOMEM;
+	}
 	pr_info("mode=%s nto_rx_null_deref=%px\n", mode, nto_rx_null_deref);
 	dev_add_pack(&nto_rx_pt);
 	return 0;
@@ -130,6 +166,8 @@ static void __exit nto_rx_exit(void)
 {
 	dev_remove_pack(&nto_rx_pt);
 	remove_proc_entry("nto_rxspin", NULL);
+	if (!strcmp(mode, "irqspin"))
+		free_irq(irq, &nto_rx_pt);
 }
 
 module_init(nto_rx_init);
